@@ -1,0 +1,3 @@
+from ai_sandbox.main import main
+
+raise SystemExit(main())

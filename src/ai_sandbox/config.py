@@ -1,0 +1,244 @@
+"""Loading and validating the user's global config and the project's own config.
+
+Unknown keys and wrong types are errors, not warnings: a typo such as `blok = [...]` must not silently
+run the agent with fewer blocks than the user wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from ai_sandbox import legacy
+from ai_sandbox.errors import ConfigError
+from ai_sandbox.patterns import Pattern
+
+PROJECT_FILE = ".ai-sandbox.toml"
+LEGACY_FILE = ".ai-sandbox"
+BACKENDS = ("auto", "firejail")
+
+
+@dataclass
+class UserConfig:
+    path: str
+    exists: bool = False
+    block_paths: list[tuple[str, str]] = field(default_factory=list)  # (absolute path, source)
+    block_patterns: list[Pattern] = field(default_factory=list)
+    allow: list[Pattern] = field(default_factory=list)
+    allow_dependencies: bool = True
+    backend: str = "auto"
+
+
+@dataclass
+class ProjectConfig:
+    files: list[str] = field(default_factory=list)
+    block: list[Pattern] = field(default_factory=list)
+    block_paths: list[tuple[str, str]] = field(default_factory=list)  # `~/…` entries: (absolute, source)
+    allow: list[Pattern] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def config_home(env: dict[str, str] | os._Environ[str] = os.environ) -> str:
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "ai-sandbox")
+
+
+def load_toml(path: str) -> tuple[dict, str]:
+    import tomllib  # noqa: PLC0415 — only paid when a config file exists
+
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}", "check the file's permissions") from None
+    try:
+        text = raw.decode("utf-8")
+        return tomllib.loads(text), text
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text", "save the file as UTF-8") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML: {e}", "fix the syntax, or delete the file") from None
+
+
+def _line_of(text: str, key: str, value: str | None = None) -> int:
+    """Best-effort line number of a key (or of a value inside its array), for error messages."""
+    lines = text.splitlines()
+    start = 0
+    for i, line in enumerate(lines):
+        if re.match(rf"\s*{re.escape(key)}\s*=", line):
+            start = i
+            break
+    if value is not None:
+        for i in range(start, len(lines)):
+            if repr(value)[1:-1] in lines[i] or value in lines[i]:
+                return i + 1
+    return start + 1
+
+
+def strings(data: dict, key: str, path: str, text: str) -> list[tuple[str, int]]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(
+            f"{path}:{_line_of(text, key)}: `{key}` must be a list of strings",
+            f'write it as {key} = ["path/", "*.pem"]',
+        )
+    out = []
+    for v in value:
+        line = _line_of(text, key, v)
+        if not v.strip() or "\0" in v:
+            raise ConfigError(f"{path}:{line}: empty entry in `{key}`", "remove it")
+        out.append((v, line))
+    return out
+
+
+def check_keys(data: dict, allowed: set[str], path: str, text: str) -> None:
+    for key in data:
+        if key not in allowed:
+            raise ConfigError(
+                f"{path}:{_line_of(text, key)}: unknown key `{key}`",
+                f"known keys: {', '.join(sorted(allowed))}",
+            )
+
+
+def load_user(env: dict[str, str] | os._Environ[str] = os.environ) -> UserConfig:
+    path = os.path.join(config_home(env), "config.toml")
+    cfg = UserConfig(path=path)
+    if not os.path.exists(path):
+        return cfg
+    cfg.exists = True
+    data, text = load_toml(path)
+    check_keys(data, {"block", "allow", "allow_dependencies", "backend"}, path, text)
+    home = os.path.expanduser("~")
+    for entry, line in strings(data, "block", path, text):
+        source = f"{_tilde(path, home)}:{line}"
+        if entry.startswith(("/", "~")):
+            expanded = os.path.expanduser(entry)
+            if expanded.startswith("~"):
+                raise ConfigError(f"{path}:{line}: cannot expand {entry!r}", "write ~/… or an absolute path")
+            cfg.block_paths.append((os.path.normpath(expanded), source))
+        else:
+            cfg.block_patterns.append(Pattern(entry, source))
+    for entry, line in strings(data, "allow", path, text):
+        _check_inside(entry, path, line, "allow")
+        cfg.allow.append(Pattern(entry, f"{_tilde(path, home)}:{line}"))
+    deps = data.get("allow_dependencies", True)
+    if not isinstance(deps, bool):
+        raise ConfigError(
+            f"{path}:{_line_of(text, 'allow_dependencies')}: `allow_dependencies` must be true or false"
+        )
+    cfg.allow_dependencies = deps
+    backend = data.get("backend", "auto")
+    if backend not in BACKENDS:
+        raise ConfigError(
+            f"{path}:{_line_of(text, 'backend')}: unknown backend {backend!r}",
+            f"use one of: {', '.join(BACKENDS)}",
+        )
+    cfg.backend = backend
+    return cfg
+
+
+def _tilde(path: str, home: str) -> str:
+    return "~" + path[len(home) :] if home and path.startswith(home + "/") else path
+
+
+def _check_inside(entry: str, path: str, line: int, key: str) -> None:
+    """An allow entry is a pattern inside the project: it can never name the outside world."""
+    body = entry[1:] if entry.startswith("!") else entry
+    if body.startswith("~") or ".." in body.split("/"):
+        raise ConfigError(
+            f"{path}:{line}: `{key}` entry {entry!r} points outside the project",
+            "allow entries are gitignore-style patterns relative to the git root",
+        )
+
+
+def load_project(root: str) -> ProjectConfig:
+    """`.ai-sandbox.toml` and the legacy bash `.ai-sandbox`, both at the git root; both are read if both exist."""
+    cfg = ProjectConfig()
+    toml_path = os.path.join(root, PROJECT_FILE)
+    legacy_path = os.path.join(root, LEGACY_FILE)
+    home = os.path.expanduser("~")
+    if os.path.isfile(toml_path):
+        cfg.files.append(toml_path)
+        data, text = load_toml(toml_path)
+        check_keys(data, {"block", "allow"}, toml_path, text)
+        for entry, line in strings(data, "block", toml_path, text):
+            _add_block(cfg, entry, f"{PROJECT_FILE}:{line}", toml_path, line, home)
+        for entry, line in strings(data, "allow", toml_path, text):
+            _check_inside(entry, toml_path, line, "allow")
+            cfg.allow.append(Pattern(entry, f"{PROJECT_FILE}:{line}"))
+    if os.path.isfile(legacy_path):
+        cfg.files.append(legacy_path)
+        try:
+            with open(legacy_path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"cannot read {legacy_path}: {e}", "save it as UTF-8 text") from None
+        parsed = legacy.parse(text, legacy_path)
+        for entry, line in parsed.block:
+            if os.path.isabs(entry) and not entry.startswith(root.rstrip("/") + "/"):
+                cfg.block_paths.append((os.path.normpath(entry), f"{LEGACY_FILE}:{line}"))
+                continue
+            _add_block(cfg, _legacy_rel(entry, root), f"{LEGACY_FILE}:{line}", legacy_path, line, home)
+        for entry, line in parsed.allow:
+            rel = _legacy_rel(entry, root)
+            if os.path.isabs(entry) and not entry.startswith(root.rstrip("/") + "/"):
+                raise ConfigError(
+                    f"{legacy_path}:{line}: allow entry {entry!r} points outside the project",
+                    "a project may only allow paths inside itself",
+                )
+            _check_inside(rel, legacy_path, line, "AI_SANDBOX_ALLOW_PATHS")
+            cfg.allow.append(Pattern(rel, f"{LEGACY_FILE}:{line}"))
+        if toml_path in cfg.files:
+            cfg.warnings.append(f"both {PROJECT_FILE} and the legacy {LEGACY_FILE} exist; both are applied")
+    return cfg
+
+
+def _legacy_rel(entry: str, root: str) -> str:
+    """Legacy files often held absolute paths into the project: anchor them at the root instead."""
+    if entry.startswith(root.rstrip("/") + "/"):
+        return "/" + entry[len(root.rstrip("/")) + 1 :]
+    if entry.startswith("./"):
+        return "/" + entry[2:]
+    return entry
+
+
+def _add_block(cfg: ProjectConfig, entry: str, source: str, path: str, line: int, home: str) -> None:
+    if entry.startswith("~"):
+        expanded = os.path.expanduser(entry)
+        if expanded.startswith("~"):
+            raise ConfigError(f"{path}:{line}: cannot expand {entry!r}", "write ~/… for a path in your home")
+        cfg.block_paths.append((os.path.normpath(expanded), source))
+        return
+    if ".." in entry.lstrip("!").split("/"):
+        raise ConfigError(
+            f"{path}:{line}: block entry {entry!r} uses `..`",
+            "write a pattern relative to the git root, or ~/… for a path in your home",
+        )
+    cfg.block.append(Pattern(entry, source))
+
+
+def check_project_allow(project_cfg: ProjectConfig, user_cfg: UserConfig, root: str) -> None:
+    """A cloned repository must not weaken the user's rules: refuse an allow that names a global block."""
+    from ai_sandbox.patterns import PatternSet  # noqa: PLC0415
+
+    global_texts = {p.text.strip("/") for p in user_cfg.block_patterns}
+    prefix = root.rstrip("/") + "/"
+    for pat in project_cfg.allow:
+        if pat.text.lstrip("!").strip("/") in global_texts:
+            raise ConfigError(
+                f"{pat.source}: allow {pat.text!r} would un-hide your global block of the same pattern",
+                f"remove it from {pat.source.split(':')[0]}; a project cannot weaken {user_cfg.path}",
+            )
+        single = PatternSet([pat])
+        for path, source in user_cfg.block_paths:
+            if not path.startswith(prefix):
+                continue
+            parts = path[len(prefix) :].split("/")
+            for i in range(1, len(parts) + 1):
+                rel = "/".join(parts[:i])
+                if single.match(rel, i < len(parts) or os.path.isdir(path)):
+                    raise ConfigError(
+                        f"{pat.source}: allow {pat.text!r} would un-hide {path}, blocked by your global config ({source})",
+                        f"remove it from {pat.source.split(':')[0]}; a project cannot weaken your global blocks",
+                    )

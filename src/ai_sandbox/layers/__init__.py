@@ -1,0 +1,61 @@
+"""The sources of hidden paths, one module each; `collect` asks them all for one launch.
+
+Every layer returns plain `Entry` values; merging, allowlists and resolution belong to `policy`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from ai_sandbox import project
+from ai_sandbox.config import ProjectConfig, UserConfig
+from ai_sandbox.layers import explicit, gitcrypt, ignored
+from ai_sandbox.patterns import PatternSet
+from ai_sandbox.policy import EXPLICIT, GLOBAL, Entry
+
+
+@dataclass
+class Tree:
+    """One work tree in the project: the root repository or a nested one, with its path from the root."""
+
+    prefix: str  # "" for the root, "sub/dir/" for a nested repository
+    scan: project.Scan
+
+
+@dataclass
+class Collected:
+    entries: list[Entry] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def trees(repo: project.Repo, prefix: str = "") -> Iterator[Tree]:
+    """The root work tree and, recursively, every submodule and nested clone checked out inside it."""
+    scan = project.scan(repo)
+    yield Tree(prefix, scan)
+    nested = list(scan.gitlinks) + [p for p, is_dir in scan.untracked if is_dir]
+    for rel in nested:
+        sub = project.nested_repo(repo.root, rel)
+        if sub is not None:
+            yield from trees(sub, f"{prefix}{rel}/")
+
+
+def collect(
+    root: str, repo: project.Repo | None, user_cfg: UserConfig, project_cfg: ProjectConfig
+) -> Collected:
+    out = Collected()
+    out.entries += explicit.literal_paths(user_cfg.block_paths, GLOBAL)
+    out.entries += explicit.literal_paths(project_cfg.block_paths, EXPLICIT)
+    if repo is None:
+        return out
+    all_trees = list(trees(repo))
+    for tree in all_trees:
+        out.entries += ignored.entries(root, tree.prefix, tree.scan)
+        out.entries += gitcrypt.entries(root, tree.prefix, tree.scan)
+    global_patterns = PatternSet(user_cfg.block_patterns)
+    project_patterns = PatternSet(project_cfg.block)
+    if global_patterns or project_patterns:
+        candidates = list(explicit.candidates(all_trees))
+        out.entries += explicit.match(root, global_patterns, GLOBAL, candidates)
+        out.entries += explicit.match(root, project_patterns, EXPLICIT, candidates)
+    return out

@@ -1,0 +1,92 @@
+"""Pattern blocks: the project's `block` list and the user's global patterns, matched against the project.
+
+Patterns are matched against what git lists (tracked files, untracked and ignored entries), so a glob
+does not walk inside ignored directories that an allowlist opened; a literal path is checked directly.
+A pattern that matches a directory hides the directory, covering files created in it later.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+
+from ai_sandbox.patterns import PatternSet
+from ai_sandbox.policy import Entry
+
+
+def candidates(trees: Iterable) -> Iterator[tuple[str, bool]]:
+    """(root-relative path, is_dir) for everything git knows about in every work tree."""
+    for tree in trees:
+        p, scan = tree.prefix, tree.scan
+        for rel in scan.tracked:
+            yield p + rel, False
+        for rel in scan.gitlinks:
+            yield p + rel, True
+        for rel, is_dir in scan.untracked:
+            yield p + rel, is_dir
+        for rel, is_dir in scan.ignored:
+            yield p + rel, is_dir
+
+
+def match(root: str, patterns: PatternSet, layer: str, items: list[tuple[str, bool]]) -> list[Entry]:
+    if not patterns:
+        return []
+    out: list[Entry] = []
+    dir_hit: dict[str, str | None] = {}  # memo: directory -> why a pattern hides it
+
+    def check_dir(d: str) -> str | None:
+        if d not in dir_hit:
+            pat = patterns.match(d, True)
+            dir_hit[d] = f"matches {pat.text!r} ({pat.source})" if pat else None
+        return dir_hit[d]
+
+    seen: set[str] = set()
+    for rel, is_dir in items:
+        parts = rel.split("/")
+        for i in range(1, len(parts)):  # the highest matching directory wins: one entry covers its tree
+            d = "/".join(parts[:i])
+            reason = check_dir(d)
+            if reason is not None:
+                if d not in seen:
+                    seen.add(d)
+                    out.append(Entry(os.path.join(root, d), True, layer, reason))
+                break
+        else:
+            pat = patterns.match(rel, is_dir)
+            if pat is not None and rel not in seen:
+                seen.add(rel)
+                out.append(
+                    Entry(os.path.join(root, rel), is_dir, layer, f"matches {pat.text!r} ({pat.source})")
+                )
+    out += _literal_inside(root, patterns, layer, seen)
+    return out
+
+
+def _literal_inside(root: str, patterns: PatternSet, layer: str, seen: set[str]) -> list[Entry]:
+    """Patterns without wildcards name one path; check it directly so it is hidden wherever it lies."""
+    out = []
+    for pat in patterns.patterns:
+        text = pat.text
+        if text.startswith("!") or any(c in text for c in "*?[\\"):
+            continue
+        body = text.strip("/")
+        if "/" not in text.rstrip("/"):
+            continue  # an unanchored name can be anywhere; only git's listing finds those
+        path = os.path.join(root, body)
+        if body in seen or not os.path.lexists(path):
+            continue
+        is_dir = os.path.isdir(path)
+        if patterns.match(body, is_dir) is not pat:
+            continue  # a later negation wins
+        seen.add(body)
+        out.append(Entry(path, is_dir, layer, f"matches {pat.text!r} ({pat.source})"))
+    return out
+
+
+def literal_paths(paths: list[tuple[str, str]], layer: str) -> list[Entry]:
+    """Absolute or ~/ paths written in a config file, hidden when they exist."""
+    return [
+        Entry(path, os.path.isdir(path), layer, f"block ({source})")
+        for path, source in paths
+        if os.path.lexists(path)
+    ]

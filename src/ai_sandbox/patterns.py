@@ -1,0 +1,88 @@
+"""gitignore-style patterns, matched against paths relative to the git root.
+
+pathspec gives exact gitignore semantics but costs ~40 ms to import, so the built-in lists (plain names such
+as `.claude/` or `.aider*`) are matched with fnmatch and pathspec is loaded only for patterns that need it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+_SPECIAL = frozenset("\\!^")  # escapes, negation and [^...] classes need the real parser
+
+
+@dataclass(frozen=True)
+class Pattern:
+    text: str
+    source: str  # where it was written: "built-in", "profile claude", ".ai-sandbox.toml:4"
+
+
+def _is_simple(text: str) -> bool:
+    body = text[:-1] if text.endswith("/") else text
+    return bool(body) and "/" not in body and "**" not in body and not (_SPECIAL & set(body))
+
+
+class PatternSet:
+    """An ordered list of patterns; like a .gitignore, the last matching pattern decides."""
+
+    def __init__(self, patterns: list[Pattern]) -> None:
+        self.patterns = patterns
+        self._simple = all(_is_simple(p.text) for p in patterns)
+        self._spec = None
+        if not self._simple:
+            import pathspec  # noqa: PLC0415 — deliberately lazy, see module docstring
+
+            self._spec = pathspec.GitIgnoreSpec.from_lines([p.text for p in patterns])
+
+    def __bool__(self) -> bool:
+        return bool(self.patterns)
+
+    def match(self, rel: str, is_dir: bool) -> Pattern | None:
+        """The pattern that includes rel, or None when none does (or a negation has the last word)."""
+        if not self.patterns:
+            return None
+        if self._spec is not None:
+            res = self._spec.check_file(rel + "/" if is_dir else rel)
+            return self.patterns[res.index] if res.include else None
+        name = rel.rsplit("/", 1)[-1]
+        for pat in reversed(self.patterns):
+            text = pat.text
+            if text.endswith("/"):
+                if not is_dir:
+                    continue
+                text = text[:-1]
+            if fnmatchcase(name, text):
+                return pat
+        return None
+
+    def may_match_below(self, dir_rel: str) -> Pattern | None:
+        """A pattern that names something strictly inside dir_rel, so the directory must be split.
+
+        Only patterns anchored with a '/' are followed into a hidden directory: an unanchored name like
+        `.claude/` could match at any depth, and searching every ignored tree for it would cost a walk of
+        node_modules at each launch. Write `build/public/` to reach inside an ignored `build/`.
+        """
+        parts = dir_rel.split("/")
+        for pat in self.patterns:
+            text = pat.text
+            if text.startswith("!"):
+                continue
+            body = text.rstrip("/")
+            if "/" not in body:
+                continue
+            segs = body.lstrip("/").split("/")
+            if _prefix_matches(segs, parts):
+                return pat
+        return None
+
+
+def _prefix_matches(segs: list[str], parts: list[str]) -> bool:
+    for i, part in enumerate(parts):
+        if i >= len(segs):
+            return False
+        if segs[i] == "**":
+            return True
+        if not fnmatchcase(part, segs[i]):
+            return False
+    return len(segs) > len(parts)

@@ -1,0 +1,258 @@
+"""The policy: what the sandbox hides, why, and what stays readable — one value that explain, --dry-run,
+the backends and the tests all read, so what is shown is what is enforced.
+
+Pure apart from two filesystem questions (list a directory, resolve a path), passed in so tests can
+use a throwaway tree. The backend's limits arrive as a function too: the policy never knows which backend
+will run it, only which paths it cannot express.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ai_sandbox.errors import PolicyError
+from ai_sandbox.patterns import PatternSet
+
+GLOBAL, IGNORED, CRYPT, EXPLICIT = "global", "ignored", "git-crypt", "explicit"
+LAYERS = (GLOBAL, IGNORED, CRYPT, EXPLICIT)
+
+# Masking any of these (or anything under them) would break the sandbox for every program in it; an
+# ignored symlink into /etc must never hide /etc/passwd.
+SYSTEM_DIRS = (
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
+    "/sys", "/usr", "/var", "/nix/store", "/snap", "/System", "/Library", "/Applications",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One thing a layer wants hidden: an absolute path and the reason, before any resolution."""
+
+    path: str
+    is_dir: bool
+    layer: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Mask:
+    """One path the backend hides. `origin` is the entry's own path when the mask differs from it."""
+
+    path: str
+    is_dir: bool
+    layer: str
+    reason: str
+    origin: str = ""
+    note: str = ""  # why the mask is not the entry itself: "symlink target", "widened: …", "split from …"
+
+
+@dataclass(frozen=True)
+class Kept:
+    """An ignored path an allowlist keeps readable."""
+
+    path: str
+    is_dir: bool
+    reason: str  # why it would have been hidden
+    rule: str  # the allow pattern and where it was written
+
+
+@dataclass
+class Policy:
+    root: str
+    in_git: bool
+    masks: list[Mask] = field(default_factory=list)
+    kept: list[Kept] = field(default_factory=list)
+    covered: list[Mask] = field(default_factory=list)  # hidden already by an enclosing mask
+    warnings: list[str] = field(default_factory=list)
+    config_files: list[str] = field(default_factory=list)
+
+    def hidden(self, path: str) -> Mask | None:
+        """The mask that hides path (itself or an enclosing directory), if any."""
+        for m in self.masks:
+            if path == m.path or (m.is_dir and path.startswith(m.path.rstrip("/") + "/")):
+                return m
+        return None
+
+
+def _inside(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def is_system(path: str) -> bool:
+    return path == "/" or any(_inside(path, d) for d in SYSTEM_DIRS)
+
+
+def build(
+    root: str,
+    entries: Iterable[Entry],
+    allow: PatternSet,
+    *,
+    in_git: bool = True,
+    home: str = "",
+    express: Callable[[str], str | None] = lambda p: None,
+    listdir: Callable[[str], list[str]] = os.listdir,
+    realpath: Callable[[str], str] = os.path.realpath,
+) -> Policy:
+    """Merge the layers' entries into the masks a backend enforces.
+
+    Order matters: allowlists subtract from the ignored layer only; what remains is resolved through
+    symlinks, nested masks fold into their parents, and paths the backend cannot express widen to the
+    nearest parent it can — or the launch is refused.
+    """
+    policy = Policy(root=root, in_git=in_git)
+    candidates: list[Mask] = []
+    for e in entries:
+        if e.layer == IGNORED:
+            _allow_or_split(e, root, allow, policy, candidates, listdir)
+        else:
+            candidates.append(Mask(e.path, e.is_dir, e.layer, e.reason))
+    protected = _protected(root, home)
+    resolved = [m for m in (_resolve(c, root, protected, policy, realpath) for c in candidates) if m]
+    # a dynamic symlink into the project only counts if its target is hidden anyway (see _resolve)
+    masks = _fold(resolved, policy)
+    masks = _express(masks, root, protected, express, policy)
+    policy.masks = _fold(masks, policy)
+    for k in policy.kept:
+        m = policy.hidden(k.path)
+        if m is not None and m.note.startswith("widened"):
+            policy.warnings.append(f"{k.path} is allowed but hidden anyway: {m.path} was widened ({m.note})")
+    return policy
+
+
+def _rel(path: str, root: str) -> str:
+    return path[len(root.rstrip("/")) + 1 :]
+
+
+def _allow_or_split(
+    e: Entry,
+    root: str,
+    allow: PatternSet,
+    policy: Policy,
+    out: list[Mask],
+    listdir: Callable[[str], list[str]],
+    split_from: str = "",
+) -> None:
+    rel = _rel(e.path, root)
+    rule = allow.match(rel, e.is_dir)
+    if rule is not None:
+        policy.kept.append(Kept(e.path, e.is_dir, e.reason, f"{rule.text} ({rule.source})"))
+        return
+    inner = allow.may_match_below(rel) if e.is_dir else None
+    if inner is None:
+        out.append(
+            Mask(e.path, e.is_dir, e.layer, e.reason, note=f"split from {split_from}" if split_from else "")
+        )
+        return
+    try:
+        children = sorted(listdir(e.path))
+    except OSError:
+        children = None
+    if children is None:  # cannot look inside: hide it whole rather than guess
+        out.append(Mask(e.path, e.is_dir, e.layer, e.reason))
+        policy.warnings.append(f"cannot list {e.path} to keep {inner.text} readable inside it; hidden whole")
+        return
+    for name in children:
+        child = os.path.join(e.path, name)
+        child_is_dir = os.path.isdir(child) and not os.path.islink(child)
+        _allow_or_split(
+            Entry(child, child_is_dir, e.layer, e.reason),
+            root,
+            allow,
+            policy,
+            out,
+            listdir,
+            split_from or e.path,
+        )
+
+
+def _protected(root: str, home: str) -> list[str]:
+    """Paths that must stay visible: the project itself, every directory above it, and the home directory."""
+    out = [root]
+    p = root
+    while p != os.path.dirname(p):
+        p = os.path.dirname(p)
+        out.append(p)
+    if home:
+        out.append(home)
+    return out
+
+
+def _resolve(
+    m: Mask, root: str, protected: list[str], policy: Policy, realpath: Callable[[str], str]
+) -> Mask | None:
+    """Backends follow symlinks when they mask, so the policy decides where each mask really lands."""
+    target = realpath(m.path)
+    mask = m
+    if target != m.path:
+        if m.layer == IGNORED and _inside(target, root):
+            # The link is ignored, the content it points at is a project file visible under its own name;
+            # masking it would hide source the user chose to share. Another entry may still hide it.
+            policy.warnings.append(
+                f"{m.path} is an ignored symlink to {target}, which is not ignored: the target stays readable"
+            )
+            return None
+        mask = Mask(target, os.path.isdir(target), m.layer, m.reason, origin=m.path, note="symlink target")
+    if _inside(root, target):
+        if m.layer == GLOBAL:
+            raise PolicyError(
+                f"your global block {m.path} contains this project ({root})",
+                f"the agent cannot work inside a hidden directory; narrow the entry in your config.toml ({m.reason})",
+            )
+        policy.warnings.append(f"{m.path} resolves to {target}, which holds the project: not masked")
+        return None
+    if target in protected or (is_system(target) and (target != m.path or m.layer != GLOBAL)):
+        policy.warnings.append(
+            f"{m.path} resolves to {target}, which is never masked (a system or home path)"
+        )
+        return None
+    if m.layer == GLOBAL and (target == "/" or target in SYSTEM_DIRS):
+        policy.warnings.append(f"{m.path} is a system directory and is never masked")
+        return None
+    return mask
+
+
+def _fold(masks: list[Mask], policy: Policy) -> list[Mask]:
+    """Drop masks inside a masked directory; the parent already hides them (and files created later)."""
+    by_path: dict[str, Mask] = {}
+    for m in sorted(masks, key=lambda m: LAYERS.index(m.layer)):
+        if m.path in by_path:
+            policy.covered.append(m)
+        else:
+            by_path[m.path] = m
+    dirs = {p for p, m in by_path.items() if m.is_dir}
+    out: list[Mask] = []
+    for path, m in sorted(by_path.items()):
+        parent = os.path.dirname(path)
+        while parent not in dirs and parent != os.path.dirname(parent):
+            parent = os.path.dirname(parent)
+        if parent in dirs:
+            policy.covered.append(m)
+        else:
+            out.append(m)
+    return out
+
+
+def _express(
+    masks: list[Mask], root: str, protected: list[str], express: Callable[[str], str | None], policy: Policy
+) -> list[Mask]:
+    """Widen what the backend cannot name exactly to the nearest parent it can; refuse if that is too wide."""
+    out = []
+    for m in masks:
+        why = express(m.path)
+        if why is None:
+            out.append(m)
+            continue
+        parent = os.path.dirname(m.path)
+        while express(parent) is not None and parent != os.path.dirname(parent):
+            parent = os.path.dirname(parent)
+        if parent in protected or is_system(parent):
+            raise PolicyError(
+                f"cannot hide {m.path!r} ({why}), and its nearest expressible parent {parent} must stay visible",
+                "rename the file or directory, or move it out of the project",
+            )
+        note = f"widened: {os.path.basename(m.path)!r} {why}"
+        out.append(Mask(parent, True, m.layer, m.reason, origin=m.origin or m.path, note=note))
+        policy.warnings.append(f"{m.path!r} {why}; hiding its parent {parent} instead")
+    return out

@@ -1,0 +1,101 @@
+"""Agent profiles: which executable an agent name means and which files it needs to stay readable.
+
+Profiles are TOML files: the ones shipped in the package, overridden by the user's own in
+`$XDG_CONFIG_HOME/ai-sandbox/profiles/NAME.toml`. Any other name is run as a plain executable.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from ai_sandbox.errors import ConfigError
+from ai_sandbox.patterns import Pattern
+
+# Directories agents keep in a project, git-ignored by convention, that they need in order to work.
+TOOL_ALLOW = (
+    ".claude/",
+    "CLAUDE.local.md",
+    ".codex/",
+    ".aider*",
+    ".continue/",
+    ".gemini/",
+    ".opencode/",
+    ".cursor/",
+    ".windsurf/",
+    ".cline/",
+    ".roo/",
+    ".goose/",
+    ".amazonq/",
+)
+
+# Public packages and caches: an agent must be able to build and run the tests without per-project set-up.
+DEPENDENCY_DIRS = (
+    "node_modules/",
+    ".venv/",
+    "venv/",
+    "__pycache__/",
+    ".tox/",
+    ".pytest_cache/",
+    ".mypy_cache/",
+    ".ruff_cache/",
+    "target/",
+    ".gradle/",
+)
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+@dataclass
+class Profile:
+    name: str
+    executable: str
+    description: str = ""
+    allow: list[Pattern] = field(default_factory=list)
+    home: list[str] = field(default_factory=list)
+    path: str = ""  # the file it came from; empty for the generic fallback
+
+
+def shipped_dir() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    inside = os.path.join(here, "profiles")  # in the wheel
+    if os.path.isdir(inside):
+        return inside
+    return os.path.join(os.path.dirname(os.path.dirname(here)), "profiles")  # a source checkout
+
+
+def user_dir(config_home: str) -> str:
+    return os.path.join(config_home, "profiles")
+
+
+def find(name: str, config_home: str) -> Profile | None:
+    """The profile called name, the user's own first; None when there is none."""
+    if not _NAME.match(name):
+        return None
+    for directory in (user_dir(config_home), shipped_dir()):
+        path = os.path.join(directory, name + ".toml")
+        if os.path.isfile(path):
+            return load(path)
+    return None
+
+
+def generic(executable: str) -> Profile:
+    return Profile(name=os.path.basename(executable), executable=executable, description="any command")
+
+
+def load(path: str) -> Profile:
+    from ai_sandbox.config import check_keys, load_toml, strings  # noqa: PLC0415
+
+    data, text = load_toml(path)
+    check_keys(data, {"description", "executable", "allow", "home"}, path, text)
+    name = os.path.basename(path).removesuffix(".toml")
+    exe = data.get("executable", name)
+    if not isinstance(exe, str) or not exe:
+        raise ConfigError(f"{path}: `executable` must be a non-empty string", 'e.g. executable = "claude"')
+    desc = data.get("description", "")
+    if not isinstance(desc, str):
+        raise ConfigError(f"{path}: `description` must be a string")
+    allow = [Pattern(p, f"profile {name}") for p, _ in strings(data, "allow", path, text)]
+    home = [p for p, _ in strings(data, "home", path, text)]
+    return Profile(name=name, executable=exe, description=desc, allow=allow, home=home, path=path)

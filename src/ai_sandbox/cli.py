@@ -32,18 +32,12 @@ app = typer.Typer(
 @app.callback(invoke_without_command=True)
 def root(
     ctx: typer.Context,
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="Print the plan and the backend command; run nothing."
-    ),
-    backend: str = typer.Option(
-        None, "--backend", help="Sandbox backend: auto or firejail (config: backend)."
-    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and the backend command; run nothing."),
+    backend: str = typer.Option(None, "--backend", help="Sandbox backend: auto or firejail (config: backend)."),
     debug: bool = typer.Option(False, "--debug", help="Show a traceback on internal errors."),
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
 ) -> None:
     if ctx.invoked_subcommand is None:
-        typer.echo(
-            "usage: ai-sandbox [OPTIONS] AGENT [ARGS]...   or   ai-sandbox [OPTIONS] -- COMMAND [ARGS]..."
-        )
+        typer.echo("usage: ai-sandbox [OPTIONS] AGENT [ARGS]...   or   ai-sandbox [OPTIONS] -- COMMAND [ARGS]...")
         typer.echo("Try 'ai-sandbox --help' for help.")
         raise typer.Exit(64)

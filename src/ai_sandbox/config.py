@@ -124,9 +124,7 @@ def load_user(env: dict[str, str] | os._Environ[str] = os.environ) -> UserConfig
         cfg.allow.append(Pattern(entry, f"{_tilde(path, home)}:{line}"))
     deps = data.get("allow_dependencies", True)
     if not isinstance(deps, bool):
-        raise ConfigError(
-            f"{path}:{_line_of(text, 'allow_dependencies')}: `allow_dependencies` must be true or false"
-        )
+        raise ConfigError(f"{path}:{_line_of(text, 'allow_dependencies')}: `allow_dependencies` must be true or false")
     cfg.allow_dependencies = deps
     backend = data.get("backend", "auto")
     if backend not in BACKENDS:

@@ -51,9 +51,7 @@ def resolve_command(name: str, env: Mapping[str, str]) -> str:
     return os.path.abspath(found)
 
 
-def allowlist(
-    user_cfg: config.UserConfig, profile: profiles.Profile, project_cfg: config.ProjectConfig
-) -> PatternSet:
+def allowlist(user_cfg: config.UserConfig, profile: profiles.Profile, project_cfg: config.ProjectConfig) -> PatternSet:
     """Every pattern that keeps an ignored path readable; a later source names the rule in reports."""
     pats: list[Pattern] = []
     if user_cfg.allow_dependencies:
@@ -78,9 +76,7 @@ def prepare(req: Request) -> Prepared:
     if repo is None:
         root = cwd
         project_cfg = config.ProjectConfig()
-        warnings.append(
-            f"not inside a git work tree: {root} is the project root and only your global blocks apply"
-        )
+        warnings.append(f"not inside a git work tree: {root} is the project root and only your global blocks apply")
     else:
         root = repo.root
         project_cfg = config.load_project(root)

@@ -83,9 +83,7 @@ class _Lexer:
                         self.i += 1
                         break
                     if c in "$`":
-                        raise self.fail(
-                            f"`{c}` would be expanded by a shell; ai-sandbox does not run this file"
-                        )
+                        raise self.fail(f"`{c}` would be expanded by a shell; ai-sandbox does not run this file")
                     if c == "\\" and self.i + 1 < len(t) and t[self.i + 1] in '"\\$`\n':
                         if t[self.i + 1] != "\n":
                             buf.append(t[self.i + 1])

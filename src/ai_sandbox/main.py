@@ -40,9 +40,7 @@ def parse(argv: list[str]) -> tuple[dict[str, str | bool], list[str], bool]:
         elif arg in HELP or arg == "--version" or arg in ("--install-completion", "--show-completion"):
             opts[arg] = True
         else:
-            raise UsageError(
-                f"unknown option {arg!r}", "options of ai-sandbox come before the agent; see --help"
-            )
+            raise UsageError(f"unknown option {arg!r}", "options of ai-sandbox come before the agent; see --help")
         i += 1
     return opts, [], False
 

@@ -141,9 +141,7 @@ def _allow_or_split(
         return
     inner = allow.may_match_below(rel) if e.is_dir else None
     if inner is None:
-        out.append(
-            Mask(e.path, e.is_dir, e.layer, e.reason, note=f"split from {split_from}" if split_from else "")
-        )
+        out.append(Mask(e.path, e.is_dir, e.layer, e.reason, note=f"split from {split_from}" if split_from else ""))
         return
     try:
         children = sorted(listdir(e.path))
@@ -179,9 +177,7 @@ def _protected(root: str, home: str) -> list[str]:
     return out
 
 
-def _resolve(
-    m: Mask, root: str, protected: list[str], policy: Policy, realpath: Callable[[str], str]
-) -> Mask | None:
+def _resolve(m: Mask, root: str, protected: list[str], policy: Policy, realpath: Callable[[str], str]) -> Mask | None:
     """Backends follow symlinks when they mask, so the policy decides where each mask really lands."""
     target = realpath(m.path)
     mask = m
@@ -203,9 +199,7 @@ def _resolve(
         policy.warnings.append(f"{m.path} resolves to {target}, which holds the project: not masked")
         return None
     if target in protected or (is_system(target) and (target != m.path or m.layer != GLOBAL)):
-        policy.warnings.append(
-            f"{m.path} resolves to {target}, which is never masked (a system or home path)"
-        )
+        policy.warnings.append(f"{m.path} resolves to {target}, which is never masked (a system or home path)")
         return None
     if m.layer == GLOBAL and (target == "/" or target in SYSTEM_DIRS):
         policy.warnings.append(f"{m.path} is a system directory and is never masked")

@@ -71,15 +71,11 @@ def find_repo(cwd: str) -> Repo | None:
             return None
         err = _git_error(["rev-parse"], cwd, proc.stderr)
         if b"work tree" in proc.stderr:
-            err.hint = (
-                "run ai-sandbox from inside the project's work tree (not from .git or a bare repository)"
-            )
+            err.hint = "run ai-sandbox from inside the project's work tree (not from .git or a bare repository)"
         raise err
     lines = os.fsdecode(proc.stdout).split("\n")
     if len(lines) != 3 or lines[2] != "":
-        raise PolicyError(
-            f"cannot read git's answer for {cwd}", "a path with a newline in it is not supported"
-        )
+        raise PolicyError(f"cannot read git's answer for {cwd}", "a path with a newline in it is not supported")
     root, common = lines[0], lines[1]
     return Repo(root=root, common_dir=os.path.normpath(os.path.join(cwd, common)))
 

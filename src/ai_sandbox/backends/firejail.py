@@ -116,9 +116,7 @@ class Firejail:
         digest = hashlib.sha256(content).hexdigest()[:24]
         profile_path = os.path.join(cache_dir(env), f"firejail-{digest}.profile")
         if "=" in argv[0]:
-            raise UsageError(
-                f"command path {argv[0]!r} contains '='", "move or rename it; env(1) would misread it"
-            )
+            raise UsageError(f"command path {argv[0]!r} contains '='", "move or rename it; env(1) would misread it")
         command = [
             self.executable or "firejail",
             "--quiet",

@@ -40,9 +40,7 @@ def trees(repo: project.Repo, prefix: str = "") -> Iterator[Tree]:
             yield from trees(sub, f"{prefix}{rel}/")
 
 
-def collect(
-    root: str, repo: project.Repo | None, user_cfg: UserConfig, project_cfg: ProjectConfig
-) -> Collected:
+def collect(root: str, repo: project.Repo | None, user_cfg: UserConfig, project_cfg: ProjectConfig) -> Collected:
     out = Collected()
     out.entries += explicit.literal_paths(user_cfg.block_paths, GLOBAL)
     out.entries += explicit.literal_paths(project_cfg.block_paths, EXPLICIT)

@@ -55,9 +55,7 @@ def match(root: str, patterns: PatternSet, layer: str, items: list[tuple[str, bo
             pat = patterns.match(rel, is_dir)
             if pat is not None and rel not in seen:
                 seen.add(rel)
-                out.append(
-                    Entry(os.path.join(root, rel), is_dir, layer, f"matches {pat.text!r} ({pat.source})")
-                )
+                out.append(Entry(os.path.join(root, rel), is_dir, layer, f"matches {pat.text!r} ({pat.source})"))
     out += _literal_inside(root, patterns, layer, seen)
     return out
 
@@ -86,7 +84,5 @@ def _literal_inside(root: str, patterns: PatternSet, layer: str, seen: set[str])
 def literal_paths(paths: list[tuple[str, str]], layer: str) -> list[Entry]:
     """Absolute or ~/ paths written in a config file, hidden when they exist."""
     return [
-        Entry(path, os.path.isdir(path), layer, f"block ({source})")
-        for path, source in paths
-        if os.path.lexists(path)
+        Entry(path, os.path.isdir(path), layer, f"block ({source})") for path, source in paths if os.path.lexists(path)
     ]

@@ -23,9 +23,7 @@ def entries(root: str, prefix: str, scan: project.Scan) -> list[Entry]:
     for rel, value in project.filter_attributes(scan.repo).items():
         if value.startswith("git-crypt"):
             out.append(
-                Entry(
-                    os.path.join(root, prefix + rel), False, CRYPT, f"encrypted by git-crypt (filter={value})"
-                )
+                Entry(os.path.join(root, prefix + rel), False, CRYPT, f"encrypted by git-crypt (filter={value})")
             )
     return out
 

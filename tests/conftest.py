@@ -1,0 +1,201 @@
+"""Shared fixtures: throwaway git repositories, the installed `ai-sandbox` command, and an unprivileged user.
+
+Integration tests drive the real command (the console script of this venv) against real git, git-crypt
+and firejail. In CI (CI=true) a missing tool fails the run; elsewhere the test is skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+AIS = str(Path(sys.executable).with_name("ai-sandbox"))
+TEST_USER = "aisbx-test"
+IS_ROOT = os.geteuid() == 0
+
+
+def require(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        msg = f"{tool} is not installed (make test installs it with apt-get)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return path
+
+
+@dataclass
+class User:
+    name: str
+    uid: int
+    gid: int
+
+
+def _ensure_test_user() -> User:
+    try:
+        pw = pwd.getpwnam(TEST_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", TEST_USER], check=True)
+        pw = pwd.getpwnam(TEST_USER)
+    return User(pw.pw_name, pw.pw_uid, pw.pw_gid)
+
+
+# Who runs the sandboxed command: as root, both root and an unprivileged user; otherwise just ourselves.
+IDENTITIES = ["root", "user"] if IS_ROOT else ["self"]
+
+
+@dataclass
+class Result:
+    rc: int
+    out: str
+    err: str
+
+
+class Workspace:
+    """A world-traversable temp dir holding a repo, a HOME and the XDG dirs, owned by whoever runs the test."""
+
+    def __init__(self, base: Path, identity: str) -> None:
+        self.base = base
+        self.identity = identity
+        self.user = _ensure_test_user() if identity == "user" else None
+        self.repo = base / "repo"
+        self.home = base / "home"
+        self.repo.mkdir()
+        (self.home / ".config" / "ai-sandbox").mkdir(parents=True)
+        if self.user and not _accessible(self.user, AIS):
+            pytest.fail(f"{TEST_USER} cannot run {AIS}: put the checkout where other users can read it")
+
+    @property
+    def config_file(self) -> Path:
+        return self.home / ".config" / "ai-sandbox" / "config.toml"
+
+    def git(self, *args: str, cwd: Path | None = None) -> str:
+        env = {**os.environ, **_GIT_ENV, "HOME": str(self.home)}
+        proc = subprocess.run(
+            ["git", "-c", "safe.directory=*", *args],
+            cwd=cwd or self.repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, f"git {' '.join(args)} failed: {proc.stderr}"
+        return proc.stdout
+
+    def write(self, rel: str, content: str | bytes = "") -> Path:
+        path = self.repo / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
+        return path
+
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("XDG_", "GIT_")) and k not in ("HOME", "PYTEST_CURRENT_TEST")
+        }
+        env.update(HOME=str(self.home), XDG_CONFIG_HOME=str(self.home / ".config"))
+        env.update(XDG_CACHE_HOME=str(self.home / ".cache"))
+        env.update(extra or {})
+        return env
+
+    def run(
+        self,
+        *args: str,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        raw_env: bool = False,
+        timeout: float = 60,
+    ) -> Result:
+        """Run `ai-sandbox ARGS` as this workspace's identity; output decoded with surrogateescape."""
+        if self.user:
+            _chown(self.base, self.user)
+        cmd = [AIS, *args]
+        if self.user:
+            cmd = [
+                "setpriv",
+                f"--reuid={self.user.uid}",
+                f"--regid={self.user.gid}",
+                "--clear-groups",
+                "--",
+                *cmd,
+            ]
+        proc = subprocess.run(
+            cmd,
+            cwd=cwd or self.repo,
+            env=env if raw_env else self.env(env),
+            capture_output=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+        dec = lambda b: b.decode("utf-8", "surrogateescape")  # noqa: E731
+        return Result(proc.returncode, dec(proc.stdout), dec(proc.stderr))
+
+
+_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def _chown(base: Path, user: User) -> None:
+    subprocess.run(["chown", "-R", f"{user.uid}:{user.gid}", str(base)], check=True)
+
+
+def _accessible(user: User, path: str) -> bool:
+    proc = subprocess.run(
+        ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--", "test", "-x", path]
+    )
+    return proc.returncode == 0
+
+
+@pytest.fixture
+def tmp_world():
+    """A temp dir every user can traverse (pytest's own tmp_path is private to its owner)."""
+    base = Path(tempfile.mkdtemp(prefix="ais-test-", dir="/tmp"))
+    base.chmod(0o755)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(params=IDENTITIES)
+def ws(request, tmp_world) -> Workspace:
+    """A fresh git repository (branch main, one commit) in a workspace, for each identity."""
+    require("git")
+    w = Workspace(tmp_world, request.param)
+    w.git("init", "-q", "-b", "main")
+    w.write("README.md", "readme\n")
+    w.git("add", "README.md")
+    w.git("commit", "-qm", "init")
+    return w
+
+
+@pytest.fixture
+def ws_self(tmp_world) -> Workspace:
+    """Like ws, for tests where who runs the command does not change what is proved."""
+    require("git")
+    w = Workspace(tmp_world, "root" if IS_ROOT else "self")
+    w.git("init", "-q", "-b", "main")
+    w.write("README.md", "readme\n")
+    w.git("add", "README.md")
+    w.git("commit", "-qm", "init")
+    return w
+
+
+@pytest.fixture
+def firejail():
+    return require("firejail")

@@ -1,0 +1,209 @@
+"""The launch contract with the real firejail: environment, arguments, exit status, refusals."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from tests.conftest import IS_ROOT, Workspace, require
+
+pytestmark = pytest.mark.sandbox
+
+
+def _env_of(output: bytes) -> dict[bytes, bytes]:
+    out = {}
+    for item in output.split(b"\0"):
+        if item:
+            name, _, value = item.partition(b"=")
+            out[name] = value
+    return out
+
+
+def test_environment_passes_through_byte_for_byte(ws, firejail, tmp_world):
+    libdir = tmp_world / "lib"
+    libdir.mkdir()
+    extra = {
+        "TMPDIR": str(tmp_world),
+        "LD_LIBRARY_PATH": str(libdir),
+        "GLIBC_TUNABLES": "glibc.malloc.tcache_count=7",
+        "MALLOC_ARENA_MAX": "2",
+        "TZDIR": "/usr/share/zoneinfo",
+        "LOCPATH": "/usr/lib/locale",
+        "PROMPT_COMMAND": "echo mine",
+        "MULTI_LINE": "line one\nline two\n\ttabbed",
+        "UNICODE_VALUE": "café ☕ 日本",
+        "EMPTY_VALUE": "",
+        "ODD-NAME.x": "kept",
+    }
+    env = ws.env(extra)
+    cmd = ["/usr/bin/env", "-0"]
+    res_out = _run_raw(ws, ["--", *cmd], env)
+    inside = _env_of(res_out)
+    expected = {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
+    inside.pop(b"_", None)
+    expected.pop(b"_", None)
+    assert inside == expected
+
+
+def _run_raw(ws: Workspace, args: list[str], env: dict[str, str]) -> bytes:
+    from tests.conftest import AIS, _chown
+
+    cmd = [AIS, *args]
+    if ws.user:
+        _chown(ws.base, ws.user)
+        cmd = ["setpriv", f"--reuid={ws.user.uid}", f"--regid={ws.user.gid}", "--clear-groups", "--", *cmd]
+    proc = subprocess.run(cmd, cwd=ws.repo, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_arguments_reach_the_command_verbatim(ws, firejail):
+    args = ["--help", "it's", "$HOME", 'a"b', "", "x  y", "nl\nx", "--dry-run", "*", "-", "--"]
+    res = ws.run("--", "printf", "[%s]\n", *args)
+    assert res.rc == 0, res.err
+    assert res.out == "".join(f"[{a}]\n" for a in args)
+
+
+def test_options_after_the_agent_belong_to_the_agent(ws, firejail):
+    res = ws.run("echo", "--dry-run", "--backend", "x")
+    assert res.rc == 0, res.err
+    assert res.out == "--dry-run --backend x\n"
+
+
+def test_exit_status_is_the_commands_own(ws, firejail):
+    assert ws.run("--", "sh", "-c", "exit 7").rc == 7
+    assert ws.run("--", "sh", "-c", "exit 0").rc == 0
+    assert ws.run("--", "sh", "-c", "kill -TERM $$").rc in (143, -15)
+
+
+def test_unknown_command_is_refused_before_the_sandbox(ws_self, firejail):
+    res = ws_self.run("--", "no-such-command-xyz")
+    assert res.rc == 127
+    assert "no-such-command-xyz: not found on PATH" in res.err
+    assert len(res.err.strip().splitlines()) == 1
+
+
+def test_missing_firejail_refuses_and_never_runs_the_agent(ws_self, tmp_world):
+    bindir = tmp_world / "bin"
+    bindir.mkdir()
+    for tool in ("git", "sh", "touch", "env"):
+        os.symlink(require(tool), bindir / tool)
+    marker = tmp_world / "ran"
+    res = ws_self.run("--", "touch", str(marker), env={"PATH": str(bindir)})
+    assert res.rc == 69
+    assert "firejail is not installed" in res.err and "install" in res.err
+    assert len(res.err.strip().splitlines()) == 1
+    assert "Traceback" not in res.err
+    assert not marker.exists()
+
+
+def test_git_failure_refuses_never_an_empty_blacklist(ws_self, firejail, tmp_world):
+    ws_self.write(".gitignore", ".env\n")
+    ws_self.write(".env", "SECRET\n")
+    (ws_self.repo / ".git" / "index").write_bytes(b"garbage, not an index")
+    marker = tmp_world / "ran"
+    res = ws_self.run("--", "touch", str(marker))
+    assert res.rc == 65, res.err
+    assert "git status failed" in res.err and str(ws_self.repo) in res.err
+    assert "Traceback" not in res.err
+    assert not marker.exists()
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="needs a second user to own the repository")
+def test_repository_owned_by_another_user_refuses(ws_self, firejail, tmp_world):
+    # the repository stays root's; the command runs as the unprivileged test user
+    user_ws = Workspace.__new__(Workspace)
+    user_ws.__dict__.update(ws_self.__dict__)
+    from tests.conftest import _ensure_test_user
+
+    user_ws.user = _ensure_test_user()
+    marker = tmp_world / "ran"
+    subprocess.run(["chown", "-R", f"{user_ws.user.uid}", str(ws_self.home)], check=True)
+    cmd = [
+        "setpriv",
+        f"--reuid={user_ws.user.uid}",
+        f"--regid={user_ws.user.gid}",
+        "--clear-groups",
+        "--",
+        __import__("tests.conftest").conftest.AIS,
+        "--",
+        "touch",
+        str(marker),
+    ]
+    proc = subprocess.run(cmd, cwd=ws_self.repo, env=ws_self.env(), capture_output=True, text=True)
+    assert proc.returncode == 65, proc.stderr
+    assert "owned by another user" in proc.stderr and "safe.directory" in proc.stderr
+    assert not marker.exists()
+
+
+def test_dry_run_shows_every_hidden_path_and_runs_nothing(ws_self, tmp_world):
+    ws_self.write(".gitignore", ".env\nsecrets/\n")
+    ws_self.write(".env", "x")
+    ws_self.write("secrets/a", "x")
+    marker = tmp_world / "ran"
+    res = ws_self.run("--dry-run", "--", "touch", str(marker))
+    assert res.rc == 0, res.err
+    assert not marker.exists()
+    assert "ignored   .env" in res.out and "ignored   secrets/" in res.out
+    assert "--profile=" in res.out and f"blacklist {ws_self.repo}/.env" in res.out
+    assert f"blacklist {ws_self.repo}/secrets" in res.out
+
+
+def test_legacy_config_is_parsed_never_executed(ws, firejail, tmp_world):
+    marker = tmp_world / "pwned"
+    ws.write("config/prod.yml", "SECRET-LEGACY\n")
+    ws.write("config/dev.yml", "DEV-VISIBLE\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "config")
+    ws.write(".ai-sandbox", '# legacy\nAI_SANDBOX_BLOCK_PATHS=(\n  "config/prod.yml"\n)\n')
+    res = ws.run("--", "sh", "-c", "cat config/prod.yml config/dev.yml; true")
+    assert res.rc == 0, res.err
+    assert "DEV-VISIBLE" in res.out and "SECRET-LEGACY" not in res.out
+
+    ws.write(".ai-sandbox", f"AI_SANDBOX_BLOCK_PATHS=(config/prod.yml)\nAI_SANDBOX_ALLOW_PATHS=($(touch {marker}))\n")
+    res = ws.run("--", "true")
+    assert res.rc == 78
+    assert ".ai-sandbox:2" in res.err and "Traceback" not in res.err
+    assert not marker.exists()
+
+
+def test_project_config_cannot_unhide_a_global_block(ws, firejail, tmp_world):
+    ws.write(".gitignore", "creds/\n")
+    ws.git("add", ".gitignore")
+    ws.git("commit", "-qm", "ignore")
+    ws.write("creds/token", "SECRET-GLOBAL\n")
+    ws.config_file.write_text(f'block = ["{ws.repo}/creds/token", "*.pem"]\n')
+    marker = tmp_world / "ran"
+    ws.write(".ai-sandbox.toml", 'allow = ["creds/"]\n')
+    res = ws.run("--", "touch", str(marker))
+    assert res.rc == 78, res.err
+    assert ".ai-sandbox.toml:1" in res.err and "creds/" in res.err
+    assert not marker.exists()
+    ws.write(".ai-sandbox.toml", 'allow = ["*.pem"]\n')
+    res = ws.run("--", "touch", str(marker))
+    assert res.rc == 78 and "*.pem" in res.err
+    ws.write(".ai-sandbox.toml", 'allow = ["../outside/"]\n')
+    res = ws.run("--", "touch", str(marker))
+    assert res.rc == 78 and "outside the project" in res.err
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "content, where",
+    [
+        ("block = [", ".ai-sandbox.toml"),
+        ('block = "secrets/"', ".ai-sandbox.toml:1"),
+        ('blok = ["x"]', ".ai-sandbox.toml:1"),
+        ('block = ["ok", 3]', ".ai-sandbox.toml:1"),
+    ],
+)
+def test_malformed_project_config_is_one_clear_line(ws_self, firejail, tmp_world, content, where):
+    ws_self.write(".ai-sandbox.toml", content + "\n")
+    marker = tmp_world / "ran"
+    res = ws_self.run("--", "touch", str(marker))
+    assert res.rc == 78
+    assert where in res.err and "Traceback" not in res.err
+    assert len(res.err.strip().splitlines()) == 1
+    assert not marker.exists()

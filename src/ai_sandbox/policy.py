@@ -151,18 +151,16 @@ def _allow_or_split(
         out.append(Mask(e.path, e.is_dir, e.layer, e.reason))
         policy.warnings.append(f"cannot list {e.path} to keep {inner.text} readable inside it; hidden whole")
         return
+    kept_before, out_before = len(policy.kept), len(out)
     for name in children:
         child = os.path.join(e.path, name)
         child_is_dir = os.path.isdir(child) and not os.path.islink(child)
-        _allow_or_split(
-            Entry(child, child_is_dir, e.layer, e.reason),
-            root,
-            allow,
-            policy,
-            out,
-            listdir,
-            split_from or e.path,
-        )
+        child_entry = Entry(child, child_is_dir, e.layer, e.reason)
+        _allow_or_split(child_entry, root, allow, policy, out, listdir, split_from or e.path)
+    if len(policy.kept) == kept_before:  # nothing inside was allowed after all: hide the directory whole
+        del out[out_before:]
+        note = f"split from {split_from}" if split_from else ""
+        out.append(Mask(e.path, e.is_dir, e.layer, e.reason, note=note))
 
 
 def _protected(root: str, home: str) -> list[str]:

@@ -40,8 +40,10 @@ STRIPPED = frozenset(
         "TZDIR",
     ]
 )
-# Set by firejail inside the sandbox; removed again unless the caller had them.
+# Set or overwritten by firejail inside the sandbox; restored to the caller's value, or removed.
 ADDED = (
+    "SHELL",
+    "PWD",
     "container",
     "FIREJAIL_QUIET",
     "PROMPT_COMMAND",

@@ -1,0 +1,152 @@
+"""The pure policy: layer merge, allowlists and splitting, folding, symlinks, widening. No sandbox needed."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from ai_sandbox.errors import PolicyError
+from ai_sandbox.patterns import Pattern, PatternSet
+from ai_sandbox.policy import CRYPT, EXPLICIT, GLOBAL, IGNORED, Entry, build
+
+ROOT = "/p"
+
+
+def allow(*texts: str) -> PatternSet:
+    return PatternSet([Pattern(t, "test") for t in texts])
+
+
+def ignored(rel: str, is_dir: bool = False) -> Entry:
+    return Entry(f"{ROOT}/{rel}", is_dir, IGNORED, "ignored by git")
+
+
+def paths(policy) -> list[str]:
+    return [m.path for m in policy.masks]
+
+
+def identity(p: str) -> str:
+    return p
+
+
+def test_allowlist_subtracts_from_the_ignored_layer_only():
+    entries = [
+        ignored(".claude", True),
+        ignored("node_modules", True),
+        ignored(".env"),
+        Entry(f"{ROOT}/.claude", True, EXPLICIT, "block"),
+        Entry(f"{ROOT}/node_modules", True, GLOBAL, "global"),
+    ]
+    pol = build(ROOT, entries, allow(".claude/", "node_modules/"), realpath=identity)
+    assert paths(pol) == [f"{ROOT}/.claude", f"{ROOT}/.env", f"{ROOT}/node_modules"]
+    assert {k.path for k in pol.kept} == {f"{ROOT}/.claude", f"{ROOT}/node_modules"}
+    layers = {m.path: m.layer for m in pol.masks}
+    assert layers[f"{ROOT}/.claude"] == EXPLICIT and layers[f"{ROOT}/node_modules"] == GLOBAL
+
+
+def test_dir_patterns_do_not_allow_files():
+    pol = build(ROOT, [ignored(".claude")], allow(".claude/"), realpath=identity)
+    assert paths(pol) == [f"{ROOT}/.claude"]
+
+
+def test_git_crypt_entries_are_never_allowed():
+    pol = build(ROOT, [Entry(f"{ROOT}/vault/x", False, CRYPT, "crypt")], allow("vault/x", "*"), realpath=identity)
+    assert paths(pol) == [f"{ROOT}/vault/x"]
+
+
+def test_allowed_path_inside_hidden_dir_splits_it(tmp_path):
+    root = str(tmp_path)
+    for rel in ("build/public/index.html", "build/private.key", "build/cache/a", "build/public2/x"):
+        os.makedirs(os.path.dirname(f"{root}/{rel}"), exist_ok=True)
+        open(f"{root}/{rel}", "w").close()
+    pol = build(root, [Entry(f"{root}/build", True, IGNORED, "ignored")], allow("build/public/"), realpath=identity)
+    assert sorted(paths(pol)) == [f"{root}/build/cache", f"{root}/build/private.key", f"{root}/build/public2"]
+    assert [k.path for k in pol.kept] == [f"{root}/build/public"]
+    assert all(m.note == f"split from {root}/build" for m in pol.masks)
+
+
+def test_split_goes_as_deep_as_the_pattern(tmp_path):
+    root = str(tmp_path)
+    for rel in ("out/a/keep/x", "out/a/drop/y", "out/b/z"):
+        os.makedirs(os.path.dirname(f"{root}/{rel}"), exist_ok=True)
+        open(f"{root}/{rel}", "w").close()
+    pol = build(root, [Entry(f"{root}/out", True, IGNORED, "ignored")], allow("/out/*/keep/"), realpath=identity)
+    assert sorted(paths(pol)) == [f"{root}/out/a/drop", f"{root}/out/b"]
+
+
+def test_nested_masks_fold_into_their_parent():
+    entries = [ignored("a", True), ignored("a/b/c"), Entry(f"{ROOT}/a/x", False, EXPLICIT, "block"), ignored("ab")]
+    pol = build(ROOT, entries, allow(), realpath=identity)
+    assert paths(pol) == [f"{ROOT}/a", f"{ROOT}/ab"]
+    assert {m.path for m in pol.covered} == {f"{ROOT}/a/b/c", f"{ROOT}/a/x"}
+
+
+def test_duplicate_paths_keep_the_first_layer():
+    entries = [Entry(f"{ROOT}/k", False, EXPLICIT, "block"), Entry(f"{ROOT}/k", False, GLOBAL, "global")]
+    pol = build(ROOT, entries, allow(), realpath=identity)
+    assert [(m.path, m.layer) for m in pol.masks] == [(f"{ROOT}/k", GLOBAL)]
+
+
+def test_symlinks_are_resolved_and_system_paths_never_masked():
+    links = {f"{ROOT}/passwd.link": "/etc/passwd", f"{ROOT}/cred": "/home/u/.secret", f"{ROOT}/src.link": f"{ROOT}/src"}
+    entries = [ignored("passwd.link"), ignored("cred"), ignored("src.link")]
+    pol = build(ROOT, entries, allow(), home="/home/u", realpath=lambda p: links.get(p, p))
+    assert paths(pol) == ["/home/u/.secret"]
+    assert pol.masks[0].origin == f"{ROOT}/cred" and pol.masks[0].note == "symlink target"
+    assert any("/etc/passwd" in w and "never masked" in w for w in pol.warnings)
+    assert any("src.link" in w for w in pol.warnings)
+
+
+def test_links_to_home_or_the_project_are_not_masked():
+    links = {f"{ROOT}/h": "/home/u", f"{ROOT}/up": "/"}
+    pol = build(ROOT, [ignored("h"), ignored("up")], allow(), home="/home/u", realpath=lambda p: links.get(p, p))
+    assert paths(pol) == []
+
+
+def test_global_block_holding_the_project_is_refused():
+    with pytest.raises(PolicyError, match="contains this project"):
+        build("/home/u/code/p", [Entry("/home/u/code", True, GLOBAL, "g")], allow(), realpath=identity)
+
+
+def test_global_block_may_hide_a_file_under_etc_but_never_etc():
+    entries = [Entry("/etc/app/token", False, GLOBAL, "g"), Entry("/etc", True, GLOBAL, "g")]
+    pol = build(ROOT, entries, allow(), realpath=identity)
+    assert paths(pol) == ["/etc/app/token"]
+
+
+def bad_commas(path: str) -> str | None:
+    return "has a comma" if "," in path else None
+
+
+def test_unexpressible_paths_widen_to_the_nearest_expressible_parent():
+    pol = build(
+        ROOT, [ignored("data/x,y/deep/s,t"), ignored("data/ok")], allow(), express=bad_commas, realpath=identity
+    )
+    assert paths(pol) == [f"{ROOT}/data/ok", f"{ROOT}/data"] or paths(pol) == [f"{ROOT}/data"]
+    widened = [m for m in pol.masks if m.note.startswith("widened")]
+    assert widened and widened[0].origin == f"{ROOT}/data/x,y/deep/s,t"
+
+
+def test_widening_folds_what_the_parent_now_covers():
+    pol = build(ROOT, [ignored("d/a,b"), ignored("d/c")], allow(), express=bad_commas, realpath=identity)
+    assert paths(pol) == [f"{ROOT}/d"]
+
+
+def test_widening_to_the_root_is_refused():
+    with pytest.raises(PolicyError, match="rename"):
+        build(ROOT, [ignored("a,b")], allow(), express=bad_commas, realpath=identity)
+
+
+def test_widening_over_an_allowed_path_is_reported():
+    pol = build(
+        ROOT, [ignored("d/a,b"), ignored("d/.claude", True)], allow(".claude/"), express=bad_commas, realpath=identity
+    )
+    assert paths(pol) == [f"{ROOT}/d"]
+    assert any(".claude" in w and "hidden anyway" in w for w in pol.warnings)
+
+
+def test_hidden_lookup_covers_children():
+    pol = build(ROOT, [ignored("dir", True), ignored("f")], allow(), realpath=identity)
+    assert pol.hidden(f"{ROOT}/dir/x/y").path == f"{ROOT}/dir"
+    assert pol.hidden(f"{ROOT}/dirx") is None
+    assert pol.hidden(f"{ROOT}/f").path == f"{ROOT}/f"

@@ -21,7 +21,9 @@ $(BIN)/pytest: pyproject.toml
 # The real sandbox tools the tests need; installed when missing (Debian/Ubuntu).
 system-deps:
 	@missing=""; \
-	for tool in firejail git git-crypt; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	for tool in firejail git git-crypt setpriv; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	missing=$$(echo "$$missing" | sed 's/setpriv/util-linux/'); \
+	$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \

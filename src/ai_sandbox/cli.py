@@ -26,6 +26,7 @@ app = typer.Typer(
     no_args_is_help=False,
     context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
+    subcommand_metavar="AGENT [ARGS]...",
 )
 
 

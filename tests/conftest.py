@@ -39,7 +39,7 @@ class User:
     gid: int
 
 
-def _ensure_test_user() -> User:
+def ensure_test_user() -> User:
     try:
         pw = pwd.getpwnam(TEST_USER)
     except KeyError:
@@ -65,7 +65,7 @@ class Workspace:
     def __init__(self, base: Path, identity: str) -> None:
         self.base = base
         self.identity = identity
-        self.user = _ensure_test_user() if identity == "user" else None
+        self.user = ensure_test_user() if identity == "user" else None
         self.repo = base / "repo"
         self.home = base / "home"
         self.repo.mkdir()
@@ -117,16 +117,18 @@ class Workspace:
         env: dict[str, str] | None = None,
         raw_env: bool = False,
         timeout: float = 60,
+        as_user: User | None = None,
     ) -> Result:
-        """Run `ai-sandbox ARGS` as this workspace's identity; output decoded with surrogateescape."""
+        """Run `ai-sandbox ARGS` as this workspace's identity (or as_user, without handing it the files)."""
+        user = as_user or self.user
         if self.user:
             _chown(self.base, self.user)
         cmd = [AIS, *args]
-        if self.user:
+        if user:
             cmd = [
                 "setpriv",
-                f"--reuid={self.user.uid}",
-                f"--regid={self.user.gid}",
+                f"--reuid={user.uid}",
+                f"--regid={user.gid}",
                 "--clear-groups",
                 "--",
                 *cmd,
@@ -172,28 +174,27 @@ def tmp_world():
     shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.fixture(params=IDENTITIES)
-def ws(request, tmp_world) -> Workspace:
-    """A fresh git repository (branch main, one commit) in a workspace, for each identity."""
+def _new_repo(base: Path, identity: str) -> Workspace:
+    """A fresh git repository (branch main, one commit) in a workspace."""
     require("git")
-    w = Workspace(tmp_world, request.param)
+    w = Workspace(base, identity)
     w.git("init", "-q", "-b", "main")
     w.write("README.md", "readme\n")
     w.git("add", "README.md")
     w.git("commit", "-qm", "init")
     return w
+
+
+@pytest.fixture(params=IDENTITIES)
+def ws(request, tmp_world) -> Workspace:
+    """A repository, once for each identity that can run the sandbox here."""
+    return _new_repo(tmp_world, request.param)
 
 
 @pytest.fixture
 def ws_self(tmp_world) -> Workspace:
     """Like ws, for tests where who runs the command does not change what is proved."""
-    require("git")
-    w = Workspace(tmp_world, "root" if IS_ROOT else "self")
-    w.git("init", "-q", "-b", "main")
-    w.write("README.md", "readme\n")
-    w.git("add", "README.md")
-    w.git("commit", "-qm", "init")
-    return w
+    return _new_repo(tmp_world, "root" if IS_ROOT else "self")
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import IS_ROOT, Workspace, require
+from tests.conftest import AIS, IS_ROOT, Workspace, _chown, ensure_test_user, require
 
 pytestmark = pytest.mark.sandbox
 
@@ -48,8 +48,6 @@ def test_environment_passes_through_byte_for_byte(ws, firejail, tmp_world):
 
 
 def _run_raw(ws: Workspace, args: list[str], env: dict[str, str]) -> bytes:
-    from tests.conftest import AIS, _chown
-
     cmd = [AIS, *args]
     if ws.user:
         _chown(ws.base, ws.user)
@@ -114,27 +112,12 @@ def test_git_failure_refuses_never_an_empty_blacklist(ws_self, firejail, tmp_wor
 @pytest.mark.skipif(not IS_ROOT, reason="needs a second user to own the repository")
 def test_repository_owned_by_another_user_refuses(ws_self, firejail, tmp_world):
     # the repository stays root's; the command runs as the unprivileged test user
-    user_ws = Workspace.__new__(Workspace)
-    user_ws.__dict__.update(ws_self.__dict__)
-    from tests.conftest import _ensure_test_user
-
-    user_ws.user = _ensure_test_user()
+    user = ensure_test_user()
+    subprocess.run(["chown", "-R", str(user.uid), str(ws_self.home)], check=True)
     marker = tmp_world / "ran"
-    subprocess.run(["chown", "-R", f"{user_ws.user.uid}", str(ws_self.home)], check=True)
-    cmd = [
-        "setpriv",
-        f"--reuid={user_ws.user.uid}",
-        f"--regid={user_ws.user.gid}",
-        "--clear-groups",
-        "--",
-        __import__("tests.conftest").conftest.AIS,
-        "--",
-        "touch",
-        str(marker),
-    ]
-    proc = subprocess.run(cmd, cwd=ws_self.repo, env=ws_self.env(), capture_output=True, text=True)
-    assert proc.returncode == 65, proc.stderr
-    assert "owned by another user" in proc.stderr and "safe.directory" in proc.stderr
+    res = ws_self.run("--", "touch", str(marker), as_user=user)
+    assert res.rc == 65, res.err
+    assert "owned by another user" in res.err and "safe.directory" in res.err
     assert not marker.exists()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 
 import pytest
@@ -190,3 +191,25 @@ def test_malformed_project_config_is_one_clear_line(ws_self, firejail, tmp_world
     assert where in res.err and "Traceback" not in res.err
     assert len(res.err.strip().splitlines()) == 1
     assert not marker.exists()
+
+
+def test_the_terminal_stays_a_terminal(ws_self, firejail):
+    require("script")
+    cmd = f"{AIS} -- sh -c 'test -t 0 && test -t 1 && echo IS-A-TTY'"
+    proc = subprocess.run(
+        ["script", "-qec", cmd, "/dev/null"], cwd=ws_self.repo, env=ws_self.env(), capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "IS-A-TTY" in proc.stdout
+
+
+def test_an_interrupt_reaches_the_agent(ws_self, firejail):
+    script = 'trap "echo GOT-SIGNAL; exit 3" INT TERM; echo READY; sleep 30 & wait'
+    proc = subprocess.Popen(
+        [AIS, "--", "sh", "-c", script], cwd=ws_self.repo, env=ws_self.env(), stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline() == "READY\n"
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=20)
+    assert "GOT-SIGNAL" in out  # firejail forwards it as SIGTERM; the agent's handler ran
+    assert proc.returncode != 0

@@ -7,16 +7,16 @@ and replaces itself with the backend: the terminal, signals and exit status belo
 from __future__ import annotations
 
 import os
-import shutil
+import signal
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ai_sandbox import config, layers, profiles, project
+from ai_sandbox import config, layers, nested, profiles, project
 from ai_sandbox.backends import Backend, LaunchPlan, select
-from ai_sandbox.errors import NotFoundError
+from ai_sandbox.errors import NotFoundError, UnavailableError
 from ai_sandbox.patterns import Pattern, PatternSet
-from ai_sandbox.policy import Policy, build
+from ai_sandbox.policy import CONFIG, CWD_HIDDEN, LOUD, NOT_GIT, Notice, Policy, build
 
 
 @dataclass
@@ -35,20 +35,47 @@ class Prepared:
     backend: Backend
     plan: LaunchPlan
     profile: profiles.Profile
+    command: list[str]  # the agent's argv, executable resolved: what the backend wraps
+    trees: list = field(default_factory=list)  # layers.Tree: what git listed
 
 
 def resolve_command(name: str, env: Mapping[str, str]) -> str:
+    """The real executable for name; wrappers that call ai-sandbox again are skipped, so they never recurse."""
     if "/" in name:
         if os.path.isfile(name) and os.access(name, os.X_OK):
             return os.path.abspath(name)
         raise NotFoundError(f"{name}: no such executable", "check the path")
-    found = shutil.which(name, path=env.get("PATH", os.defpath))
-    if found is None:
+    wrappers = []
+    for directory in env.get("PATH", os.defpath).split(os.pathsep):
+        candidate = os.path.join(directory or ".", name)
+        if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
+            continue
+        if _calls_us(candidate):
+            wrappers.append(candidate)
+            continue
+        return os.path.abspath(candidate)
+    if wrappers:
         raise NotFoundError(
-            f"{name}: not found on PATH",
-            "install it, or name a command after `--` (see `ai-sandbox --help`)",
+            f"{name}: only wrappers that run ai-sandbox were found on PATH ({', '.join(wrappers)})",
+            "install the agent itself, or point its profile's `executable` at it",
         )
-    return os.path.abspath(found)
+    raise NotFoundError(
+        f"{name}: not found on PATH",
+        "install it, or name a command after `--` (see `ai-sandbox --help`)",
+    )
+
+
+def _calls_us(path: str) -> bool:
+    """Is path ai-sandbox itself, or a small script that runs it (a hand-made `claude` wrapper)?"""
+    me = os.path.realpath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if me and os.path.realpath(path) == me:
+        return True
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return head.startswith(b"#!") and b"\0" not in head and b"ai-sandbox" in head and os.path.getsize(path) <= 4096
 
 
 def allowlist(user_cfg: config.UserConfig, profile: profiles.Profile, project_cfg: config.ProjectConfig) -> PatternSet:
@@ -61,7 +88,10 @@ def allowlist(user_cfg: config.UserConfig, profile: profiles.Profile, project_cf
     return PatternSet(pats)
 
 
-def prepare(req: Request) -> Prepared:
+def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prepared:
+    """Everything a launch needs, computed without side effects. `detail` adds what only people read:
+    the ignore rule behind each hidden path, history and hard-link findings. `resolve=False` lets
+    explain show an agent that is not installed."""
     env = req.env
     cwd = os.path.realpath(req.cwd or os.getcwd())
     user_cfg = config.load_user(env)
@@ -69,19 +99,27 @@ def prepare(req: Request) -> Prepared:
     profile = None if req.is_command else profiles.find(req.argv[0], config.config_home(env))
     if profile is None:
         profile = profiles.generic(req.argv[0])
-    command = [resolve_command(profile.executable, env), *req.argv[1:]]
+    try:
+        executable = resolve_command(profile.executable, env)
+    except NotFoundError:
+        if resolve:
+            raise
+        executable = profile.executable
+    command = [executable, *req.argv[1:]]
 
     repo = project.find_repo(cwd)
-    warnings: list[str] = []
+    notices: list[Notice] = []
     if repo is None:
         root = cwd
         project_cfg = config.ProjectConfig()
-        warnings.append(f"not inside a git work tree: {root} is the project root and only your global blocks apply")
+        notices.append(
+            Notice(NOT_GIT, f"not inside a git work tree: {root} is the project root and only your global blocks apply")
+        )
     else:
         root = repo.root
         project_cfg = config.load_project(root)
         config.check_project_allow(project_cfg, user_cfg, root)
-    collected = layers.collect(root, repo, user_cfg, project_cfg)
+    collected = layers.collect(root, repo, user_cfg, project_cfg, detail=detail)
     policy = build(
         root,
         collected.entries,
@@ -90,14 +128,19 @@ def prepare(req: Request) -> Prepared:
         home=os.path.realpath(os.path.expanduser("~")),
         express=backend.unexpressible,
     )
-    policy.warnings = warnings + project_cfg.warnings + collected.warnings + policy.warnings
+    notices += [Notice(CONFIG, w) for w in project_cfg.warnings]
+    policy.warnings = notices + policy.warnings
+    if detail:
+        from ai_sandbox import audit  # noqa: PLC0415
+
+        policy.warnings += audit.findings(policy, collected.trees)
     policy.config_files = ([user_cfg.path] if user_cfg.exists else []) + project_cfg.files
     if (m := policy.hidden(cwd)) is not None:
-        policy.warnings.append(
-            f"the current directory is hidden ({m.reason}); the agent will start in a masked directory"
+        policy.warn(
+            CWD_HIDDEN, f"the current directory is hidden ({m.reason}); the agent will start in a masked directory", cwd
         )
     plan = backend.plan(policy, command, env)
-    return Prepared(policy, backend, plan, profile)
+    return Prepared(policy, backend, plan, profile, command, collected.trees)
 
 
 def write_files(files: Mapping[str, bytes]) -> None:
@@ -118,19 +161,77 @@ def write_files(files: Mapping[str, bytes]) -> None:
 
 
 def run(req: Request) -> int:
-    prepared = prepare(req)
+    with _SlowNotice():
+        prepared = prepare(req, detail=req.dry_run)
+    table = nested.mounts()
+    inside = nested.inside_sandbox(table)
     if req.dry_run:
         from ai_sandbox import report  # noqa: PLC0415 — rich is for people, not for the launch path
 
-        report.dry_run(prepared, req)
+        report.dry_run(prepared, req, nested.unenforced(prepared.policy, table) if inside else None)
         return 0
+    if inside:
+        return _run_nested(prepared, req, table)
     err = prepared.backend.unavailable()
     if err is not None:
         raise err
-    for w in prepared.policy.warnings:
-        print(f"ai-sandbox: warning: {w}", file=sys.stderr)
+    _print_loud(prepared.policy)
     write_files(prepared.plan.files)
+    _exec(prepared.plan.argv, prepared.plan.env)
+    return 127  # not reached
+
+
+def _run_nested(prepared: Prepared, req: Request, table: list[tuple[str, str]]) -> int:
+    """Already sandboxed (an agent ran `claude` through the alias): run directly if every mask is in force."""
+    missing = nested.unenforced(prepared.policy, table)
+    if missing:
+        shown = ", ".join(m.path for m in missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        raise UnavailableError(
+            f"already inside a sandbox that leaves {shown} readable; a sandbox cannot be stacked here",
+            "run ai-sandbox from a shell outside the sandbox",
+        )
+    _print_loud(prepared.policy)
+    _exec(prepared.command, req.env)
+    return 127  # not reached
+
+
+def _print_loud(policy: Policy) -> None:
+    for w in policy.warnings:
+        if w.kind in LOUD:
+            print(f"ai-sandbox: warning: {w.message}", file=sys.stderr)
+
+
+def _exec(argv: list[str], env: Mapping[str, str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(prepared.plan.argv[0], prepared.plan.argv, prepared.plan.env)
-    return 127  # not reached
+    os.execve(argv[0], argv, dict(env))
+
+
+class _SlowNotice:
+    """A status line on the terminal only when reading the repository takes noticeably long; none otherwise."""
+
+    delay = 0.4
+
+    def __init__(self) -> None:
+        self.status = None
+        self.armed = False
+
+    def __enter__(self) -> _SlowNotice:
+        if sys.stderr.isatty() and hasattr(signal, "setitimer"):
+            self.previous = signal.signal(signal.SIGALRM, self._show)
+            signal.setitimer(signal.ITIMER_REAL, self.delay)
+            self.armed = True
+        return self
+
+    def _show(self, signum: int, frame: object) -> None:
+        from rich.console import Console  # noqa: PLC0415
+
+        self.status = Console(stderr=True).status("ai-sandbox: reading the repository…")
+        self.status.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+        if self.status is not None:
+            self.status.stop()

@@ -58,6 +58,26 @@ class Kept:
     rule: str  # the allow pattern and where it was written
 
 
+@dataclass(frozen=True)
+class Notice:
+    """Something the user should know about the policy; `kind` lets scripts and the launch filter them."""
+
+    kind: str
+    message: str
+    path: str = ""
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# Notice kinds. The launch prints only LOUD ones (the agent owns the terminal); explain shows them all.
+SYMLINK, NEVER_MASKED, WIDENED, ALLOWED_BUT_HIDDEN, UNLISTABLE = (
+    "symlink", "never-masked", "widened", "allowed-but-hidden", "unlistable"
+)  # fmt: skip
+HISTORY, HARDLINK, CONFIG, NOT_GIT, CWD_HIDDEN = "history", "hardlink", "config", "not-git", "cwd-hidden"
+LOUD = frozenset({CONFIG, NOT_GIT, CWD_HIDDEN, ALLOWED_BUT_HIDDEN})
+
+
 @dataclass
 class Policy:
     root: str
@@ -65,7 +85,7 @@ class Policy:
     masks: list[Mask] = field(default_factory=list)
     kept: list[Kept] = field(default_factory=list)
     covered: list[Mask] = field(default_factory=list)  # hidden already by an enclosing mask
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Notice] = field(default_factory=list)
     config_files: list[str] = field(default_factory=list)
 
     def hidden(self, path: str) -> Mask | None:
@@ -74,6 +94,9 @@ class Policy:
             if path == m.path or (m.is_dir and path.startswith(m.path.rstrip("/") + "/")):
                 return m
         return None
+
+    def warn(self, kind: str, message: str, path: str = "") -> None:
+        self.warnings.append(Notice(kind, message, path))
 
 
 def _inside(path: str, parent: str) -> bool:
@@ -117,7 +140,9 @@ def build(
     for k in policy.kept:
         m = policy.hidden(k.path)
         if m is not None and m.note.startswith("widened"):
-            policy.warnings.append(f"{k.path} is allowed but hidden anyway: {m.path} was widened ({m.note})")
+            policy.warn(
+                ALLOWED_BUT_HIDDEN, f"{k.path} is allowed but hidden anyway: {m.path} was widened ({m.note})", k.path
+            )
     return policy
 
 
@@ -149,7 +174,7 @@ def _allow_or_split(
         children = None
     if children is None:  # cannot look inside: hide it whole rather than guess
         out.append(Mask(e.path, e.is_dir, e.layer, e.reason))
-        policy.warnings.append(f"cannot list {e.path} to keep {inner.text} readable inside it; hidden whole")
+        policy.warn(UNLISTABLE, f"cannot list {e.path} to keep {inner.text} readable inside it; hidden whole", e.path)
         return
     kept_before, out_before = len(policy.kept), len(out)
     for name in children:
@@ -183,8 +208,10 @@ def _resolve(m: Mask, root: str, protected: list[str], policy: Policy, realpath:
         if m.layer == IGNORED and _inside(target, root):
             # The link is ignored, the content it points at is a project file visible under its own name;
             # masking it would hide source the user chose to share. Another entry may still hide it.
-            policy.warnings.append(
-                f"{m.path} is an ignored symlink to {target}, which is not ignored: the target stays readable"
+            policy.warn(
+                SYMLINK,
+                f"{m.path} is an ignored symlink to {target}, which is not ignored: the target stays readable",
+                m.path,
             )
             return None
         mask = Mask(target, os.path.isdir(target), m.layer, m.reason, origin=m.path, note="symlink target")
@@ -194,14 +221,18 @@ def _resolve(m: Mask, root: str, protected: list[str], policy: Policy, realpath:
                 f"your global block {m.path} contains this project ({root})",
                 f"the agent cannot work inside a hidden directory; narrow the entry in your config.toml ({m.reason})",
             )
-        policy.warnings.append(f"{m.path} resolves to {target}, which holds the project: not masked")
+        policy.warn(NEVER_MASKED, f"{m.path} resolves to {target}, which holds the project: not masked", m.path)
         return None
     if target in protected or (is_system(target) and (target != m.path or m.layer != GLOBAL)):
-        policy.warnings.append(f"{m.path} resolves to {target}, which is never masked (a system or home path)")
+        policy.warn(
+            NEVER_MASKED, f"{m.path} resolves to {target}, which is never masked (a system or home path)", m.path
+        )
         return None
     if m.layer == GLOBAL and (target == "/" or target in SYSTEM_DIRS):
-        policy.warnings.append(f"{m.path} is a system directory and is never masked")
+        policy.warn(NEVER_MASKED, f"{m.path} is a system directory and is never masked", m.path)
         return None
+    if target != m.path and _inside(m.path, root) and not _inside(target, root):
+        policy.warn(SYMLINK, f"{m.path} is a symlink to {target}, outside the project: that target is hidden", m.path)
     return mask
 
 
@@ -246,5 +277,5 @@ def _express(
             )
         note = f"widened: {os.path.basename(m.path)!r} {why}"
         out.append(Mask(parent, True, m.layer, m.reason, origin=m.origin or m.path, note=note))
-        policy.warnings.append(f"{m.path!r} {why}; hiding its parent {parent} instead")
+        policy.warn(WIDENED, f"{m.path!r} {why}; hiding its parent {parent} instead", m.path)
     return out

@@ -150,3 +150,21 @@ def filter_attributes(repo: Repo) -> dict[str, str]:
         return {}
     out = _split_z(_git(["check-attr", "-z", "--stdin", "filter"], repo.root, stdin=files))
     return {out[i]: out[i + 2] for i in range(0, len(out) - 2, 3)}
+
+
+def ignore_rules(repo: Repo, paths: list[str]) -> dict[str, str]:
+    """For explain: the rule that ignores each path, as "source:line: pattern". Paths with no direct rule
+    (a directory git collapsed because everything in it is ignored) are absent."""
+    if not paths:
+        return {}
+    stdin = b"".join(os.fsencode(p) + b"\0" for p in paths)
+    proc = _run(["check-ignore", "-v", "-z", "--stdin"], repo.root, stdin)
+    if proc.returncode not in (0, 1):  # 1: none of them matched directly
+        raise _git_error(["check-ignore"], repo.root, proc.stderr)
+    out = proc.stdout.split(b"\0")
+    rules = {}
+    for i in range(0, len(out) - 3, 4):
+        source, line, pattern, path = (os.fsdecode(x) for x in out[i : i + 4])
+        if pattern:
+            rules[path] = f"{source}:{line}: {pattern}"
+    return rules

@@ -26,7 +26,7 @@ class Tree:
 @dataclass
 class Collected:
     entries: list[Entry] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    trees: list[Tree] = field(default_factory=list)  # what git listed, for the audit
 
 
 def trees(repo: project.Repo, prefix: str = "") -> Iterator[Tree]:
@@ -40,15 +40,17 @@ def trees(repo: project.Repo, prefix: str = "") -> Iterator[Tree]:
             yield from trees(sub, f"{prefix}{rel}/")
 
 
-def collect(root: str, repo: project.Repo | None, user_cfg: UserConfig, project_cfg: ProjectConfig) -> Collected:
+def collect(
+    root: str, repo: project.Repo | None, user_cfg: UserConfig, project_cfg: ProjectConfig, *, detail: bool = False
+) -> Collected:
     out = Collected()
     out.entries += explicit.literal_paths(user_cfg.block_paths, GLOBAL)
     out.entries += explicit.literal_paths(project_cfg.block_paths, EXPLICIT)
     if repo is None:
         return out
-    all_trees = list(trees(repo))
+    all_trees = out.trees = list(trees(repo))
     for tree in all_trees:
-        out.entries += ignored.entries(root, tree.prefix, tree.scan)
+        out.entries += ignored.entries(root, tree.prefix, tree.scan, detail=detail)
         out.entries += gitcrypt.entries(root, tree.prefix, tree.scan)
     global_patterns = PatternSet(user_cfg.block_patterns)
     project_patterns = PatternSet(project_cfg.block)

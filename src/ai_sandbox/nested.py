@@ -1,0 +1,57 @@
+"""Is this process already inside a sandbox that enforces a policy? Asked so a nested `ai-sandbox` (an
+agent running `claude` through the shell wrappers of `ai-sandbox alias`) does not stack sandboxes.
+
+The answer comes from the kernel's mount table, never from an environment variable: a variable can be
+inherited or forged, and trusting one would run the agent unsandboxed. A nested launch runs the command
+directly only when every mask of the policy it computed is already a mask mount here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ai_sandbox.policy import Mask, Policy
+
+# firejail mounts its private tmpfs here in every sandbox, and masks paths with binds of these two.
+FIREJAIL_MARK = "/run/firejail/mnt"
+FIREJAIL_MASKS = frozenset({"/run/firejail/firejail.ro.file", "/run/firejail/firejail.ro.dir"})
+
+_OCTAL = re.compile(rb"\\([0-7]{3})")
+
+
+def _unescape(field: bytes) -> str:
+    """mountinfo escapes space, tab, newline and backslash as \\ooo."""
+    return os.fsdecode(_OCTAL.sub(lambda m: bytes([int(m.group(1), 8)]), field))
+
+
+def mounts(path: str = "/proc/self/mountinfo") -> list[tuple[str, str]]:
+    """(root within its filesystem, mount point) of every mount this process sees."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return []
+    out = []
+    for line in data.splitlines():
+        fields = line.split(b" ")
+        if len(fields) >= 5:
+            out.append((_unescape(fields[3]), _unescape(fields[4])))
+    return out
+
+
+def inside_sandbox(table: list[tuple[str, str]]) -> bool:
+    return any(point == FIREJAIL_MARK for _, point in table)
+
+
+def unenforced(policy: Policy, table: list[tuple[str, str]]) -> list[Mask]:
+    """The masks of policy that no mask mount here already covers."""
+    masked = {point for root, point in table if root in FIREJAIL_MASKS}
+    missing = []
+    for m in policy.masks:
+        p = m.path
+        while p not in masked and p != os.path.dirname(p):
+            p = os.path.dirname(p)
+        if p not in masked:
+            missing.append(m)
+    return missing

@@ -70,11 +70,16 @@ class Workspace:
         self.home = base / "home"
         self.repo.mkdir()
         (self.home / ".config" / "ai-sandbox").mkdir(parents=True)
-        if self.user and not _accessible(self.user, AIS):
-            if os.environ.get("CI") == "true":
-                _open_ancestors(Path(AIS))  # a throwaway CI machine: let the test user traverse to the venv
-            if not _accessible(self.user, AIS):
-                pytest.fail(f"{TEST_USER} cannot run {AIS}: put the checkout where other users can read it")
+        if self.user:
+            # the launcher and its interpreter (a venv links to it): a shell run by the user must start both
+            for path in (AIS, os.path.realpath(sys.executable)):
+                if not _accessible(self.user, path):
+                    if os.environ.get("CI") == "true":
+                        _open_ancestors(Path(path))  # a throwaway CI machine: let the test user traverse to it
+                    if not _accessible(self.user, path):
+                        pytest.fail(
+                            f"{TEST_USER} cannot run {path}: put the checkout and Python where other users can read them"
+                        )
 
     @property
     def config_file(self) -> Path:
@@ -170,7 +175,18 @@ def _open_ancestors(path: Path) -> None:
 
 def _accessible(user: User, path: str) -> bool:
     proc = subprocess.run(
-        ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--", "test", "-x", path]
+        [
+            "setpriv",
+            f"--reuid={user.uid}",
+            f"--regid={user.gid}",
+            "--clear-groups",
+            "--",
+            "sh",
+            "-c",
+            'test -x "$1"',
+            "-",
+            path,
+        ]
     )
     return proc.returncode == 0
 

@@ -6,6 +6,9 @@ same set, declared again so `--help` documents them.
 
 from __future__ import annotations
 
+import os
+import sys
+
 import typer
 
 HELP = """Run an AI coding agent, or any command, in a sandbox that hides the secrets next to your code.
@@ -18,6 +21,14 @@ HELP = """Run an AI coding agent, or any command, in a sandbox that hides the se
 AGENT is a profile name (claude, codex, aider, gemini, opencode) or any executable on PATH. Everything
 after AGENT, or after `--`, goes to the agent verbatim. Hidden: git-ignored paths, git-crypt files and
 key, `block` entries of .ai-sandbox.toml and of ~/.config/ai-sandbox/config.toml.
+
+\b
+Commands (a program with one of these names runs with `ai-sandbox -- NAME`):
+  explain [PATH]...   what is hidden and why; or, for each PATH, hidden or readable and by which rule
+  init [DIR]          write a commented .ai-sandbox.toml for the repository
+  doctor              check that the sandbox works here
+  alias               shell functions so `claude` runs `ai-sandbox claude`
+  profiles            the known agents, and which are installed
 """
 
 app = typer.Typer(
@@ -27,6 +38,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
     subcommand_metavar="AGENT [ARGS]...",
+    pretty_exceptions_enable=False,
 )
 
 
@@ -42,3 +54,125 @@ def root(
         typer.echo("usage: ai-sandbox [OPTIONS] AGENT [ARGS]...   or   ai-sandbox [OPTIONS] -- COMMAND [ARGS]...")
         typer.echo("Try 'ai-sandbox --help' for help.")
         raise typer.Exit(64)
+
+
+def _backend(ctx: typer.Context) -> str | None:
+    return (ctx.parent.params.get("backend") if ctx.parent else None) or None
+
+
+@app.command()
+def explain(
+    ctx: typer.Context,
+    paths: list[str] | None = typer.Argument(None, help="Paths to judge, relative to the current directory."),
+    as_json: bool = typer.Option(False, "--json", help="The same as stable JSON (documented in the README)."),
+    agent: str = typer.Option(None, "--agent", help="Explain the policy for this agent's profile (its allowlist)."),
+) -> None:
+    """What the sandbox hides here and why, what stays readable, warnings, and the backend command."""
+    import json
+
+    from ai_sandbox import explain as explain_mod
+    from ai_sandbox import nested, report
+    from ai_sandbox.launch import Request, prepare
+
+    cwd = os.path.realpath(os.getcwd())
+    req = Request(
+        argv=[agent or "AGENT"], is_command=agent is None, backend=_backend(ctx), cwd=cwd, env=dict(os.environ)
+    )
+    prepared = prepare(req, detail=True, resolve=False)
+    table = nested.mounts()
+    unenforced = nested.unenforced(prepared.policy, table) if nested.inside_sandbox(table) else None
+    doc = explain_mod.document(prepared, paths or None, cwd, unenforced)
+    if agent is None:
+        doc["agent"] = None
+    if as_json:
+        sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=True) + "\n")
+    else:
+        report.explain(doc)
+
+
+@app.command()
+def init(
+    directory: str = typer.Argument(".", metavar="[DIR]", help="A directory in the repository (default: here)."),
+    force: bool = typer.Option(False, "--force", help="Rewrite an existing .ai-sandbox.toml, keeping its entries."),
+) -> None:
+    """Write a commented .ai-sandbox.toml at the git root, with suggestions drawn from the repository."""
+    from ai_sandbox import template
+
+    d, target = template.draft(directory, dict(os.environ), force)
+    template.write(target, template.render(d), force)
+    typer.echo(f"wrote {target}")
+    done = []
+    if d.block or d.allow:
+        kept = " and ".join(d.migrated_from)
+        done.append(f"{len(d.block)} block and {len(d.allow)} allow entries kept from {kept}")
+    if d.suggest:
+        done.append(f"{len(d.suggest)} files that look like secrets suggested, commented out")
+    for line in done + d.notes:
+        typer.echo(f"  {line}")
+    if ".ai-sandbox" in d.migrated_from:
+        if d.unmigrated:
+            typer.echo(f"  {len(d.unmigrated)} entries of .ai-sandbox have no project-file form: see the file's header")
+        else:
+            typer.echo("  .ai-sandbox is migrated; both files apply until you delete it")
+    typer.echo("review it, then run `ai-sandbox explain`")
+
+
+@app.command()
+def doctor(ctx: typer.Context) -> None:
+    """Check that the sandbox works here: backend, git, git-crypt, namespaces, configs, this project's policy."""
+    from ai_sandbox import doctor as doctor_mod
+    from ai_sandbox import report
+
+    results = doctor_mod.run_all(dict(os.environ), _backend(ctx), os.path.realpath(os.getcwd()))
+    report.checks(results)
+    failed = [c for c in results if c.status == "fail"]
+    if failed:
+        typer.echo(f"{len(failed)} problem(s): ai-sandbox cannot run agents here until they are fixed", err=True)
+        raise typer.Exit(69)
+
+
+@app.command()
+def alias(
+    shell: str = typer.Option(None, "--shell", help="bash, zsh or fish (default: from $SHELL)."),
+    all_: bool = typer.Option(False, "--all", help="Wrap every known agent, installed or not."),
+) -> None:
+    """Print shell functions so `claude` runs `ai-sandbox claude`: eval "$(ai-sandbox alias)" in your rc file."""
+    from ai_sandbox import aliases, config, profiles
+    from ai_sandbox.errors import NotFoundError, UsageError
+    from ai_sandbox.launch import resolve_command
+
+    env = dict(os.environ)
+    shell = shell or aliases.detect_shell(env)
+    if shell not in aliases.SHELLS:
+        raise UsageError(f"unknown shell {shell!r}", f"use one of: {', '.join(aliases.SHELLS)}")
+    names = []
+    for p in profiles.available(config.config_home(env)):
+        if not all_:
+            try:
+                resolve_command(p.executable, env)
+            except NotFoundError:
+                continue
+        names.append(p.name)
+    if not names:
+        typer.echo("# ai-sandbox: no known agent is installed; `ai-sandbox alias --all` wraps them anyway")
+        return
+    typer.echo(aliases.render(names, shell, aliases.launcher()), nl=False)
+
+
+@app.command("profiles")
+def list_profiles() -> None:
+    """The known agents: where each profile comes from, and which agents are installed here."""
+    from ai_sandbox import config, profiles, report
+    from ai_sandbox.errors import NotFoundError
+    from ai_sandbox.launch import resolve_command
+
+    env = dict(os.environ)
+    rows = []
+    for p in profiles.available(config.config_home(env)):
+        try:
+            found = resolve_command(p.executable, env)
+        except NotFoundError:
+            found = None
+        source = "built-in" if p.path.startswith(profiles.shipped_dir()) else p.path
+        rows.append((p.name, p.description, found, source))
+    report.profiles(rows)

@@ -240,3 +240,35 @@ def check_project_allow(project_cfg: ProjectConfig, user_cfg: UserConfig, root: 
                         f"{pat.source}: allow {pat.text!r} would un-hide {path}, blocked by your global config ({source})",
                         f"remove it from {pat.source.split(':')[0]}; a project cannot weaken your global blocks",
                     )
+
+
+def legacy_for_toml(root: str) -> tuple[list[str], list[str], list[str]]:
+    """The legacy file's entries as `.ai-sandbox.toml` writes them: (block, allow, not expressible there).
+
+    Paths inside the root become anchored patterns and home paths `~/…`; other absolute paths have no
+    project-file form and stay behind (for the user's global config).
+    """
+    path = os.path.join(root, LEGACY_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read {path}: {e}", "save it as UTF-8 text") from None
+    parsed = legacy.parse(text, path)
+    home = os.path.expanduser("~").rstrip("/") + "/"
+    block, allow, left = [], [], []
+    for entry, _ in parsed.block:
+        if os.path.isabs(entry) and not entry.startswith(root.rstrip("/") + "/"):
+            norm = os.path.normpath(entry)
+            if norm.startswith(home):
+                block.append("~/" + norm[len(home) :])
+            else:
+                left.append(norm)
+        else:
+            block.append(_legacy_rel(entry, root))
+    for entry, _ in parsed.allow:
+        if os.path.isabs(entry) and not entry.startswith(root.rstrip("/") + "/"):
+            left.append(f"allow {entry} (outside the project: never allowed)")
+        else:
+            allow.append(_legacy_rel(entry, root))
+    return block, allow, left

@@ -7,6 +7,7 @@ EXIT_USAGE = 64  # bad command line
 EXIT_POLICY = 65  # no safe policy could be computed (git failed, a path cannot be hidden)
 EXIT_UNAVAILABLE = 69  # the sandbox backend is missing or unusable
 EXIT_INTERNAL = 70  # a bug in ai-sandbox
+EXIT_CANTCREAT = 73  # a file ai-sandbox was asked to write exists (init without --force) or cannot be written
 EXIT_CONFIG = 78  # a config file is malformed or unsafe
 EXIT_NOT_FOUND = 127  # the agent or command is not on PATH, as a shell would say
 
@@ -43,3 +44,7 @@ class UnavailableError(SandboxError):
 
 class NotFoundError(SandboxError):
     exit_code = EXIT_NOT_FOUND
+
+
+class CantCreateError(SandboxError):
+    exit_code = EXIT_CANTCREAT

@@ -1,12 +1,14 @@
 """The legacy bash `.ai-sandbox` file, read by parsing and never by sourcing.
 
-It holds two bash arrays, `AI_SANDBOX_ALLOW_PATHS=(…)` and `AI_SANDBOX_BLOCK_PATHS=(…)`. Anything a shell
-would expand or execute (`$VAR`, `$(…)`, backticks, here-docs) is refused with its line: a literal path is
-the only thing this file may say, and a line we do not understand could have been a block we would drop.
+It holds two bash arrays, `AI_SANDBOX_ALLOW_PATHS=(…)` and `AI_SANDBOX_BLOCK_PATHS=(…)`. `$HOME` and
+`${HOME}` are expanded (they are everywhere in such files and mean one thing); anything else a shell would
+expand or execute (`$VAR`, `$(…)`, backticks, here-docs) is refused with its line: a line we do not
+understand could have been a block we would drop.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from ai_sandbox.errors import ConfigError
@@ -58,12 +60,25 @@ class _Lexer:
                 out.append(self.word())
         return out
 
+    def home(self, buf: list[str]) -> bool:
+        """Expand `$HOME` or `${HOME}` at the cursor into buf; False when it is any other expansion."""
+        t, i = self.text, self.i
+        for form in ("${HOME}", "$HOME"):
+            end = i + len(form)
+            if t.startswith(form, i) and not (form == "$HOME" and end < len(t) and (t[end].isalnum() or t[end] == "_")):
+                buf.append(os.path.expanduser("~"))
+                self.i = end
+                return True
+        return False
+
     def word(self) -> _Tok:
         t, line, buf = self.text, self.line, []
         while self.i < len(t) and t[self.i] not in " \t\r\n()":
             c = t[self.i]
-            if c in "$`":
+            if c in "$`" and not self.home(buf):
                 raise self.fail(f"`{c}` would be expanded by a shell; ai-sandbox does not run this file")
+            if c == "$":
+                continue
             if c in ";&|<>":
                 raise self.fail(f"`{c}` is shell syntax; only the two path arrays are understood")
             if c == "'":
@@ -82,8 +97,10 @@ class _Lexer:
                     if c == '"':
                         self.i += 1
                         break
-                    if c in "$`":
+                    if c in "$`" and not self.home(buf):
                         raise self.fail(f"`{c}` would be expanded by a shell; ai-sandbox does not run this file")
+                    if c == "$":
+                        continue
                     if c == "\\" and self.i + 1 < len(t) and t[self.i + 1] in '"\\$`\n':
                         if t[self.i + 1] != "\n":
                             buf.append(t[self.i + 1])

@@ -14,7 +14,7 @@ from ai_sandbox.errors import EXIT_INTERNAL, SandboxError, UsageError
 FLAGS = {"--dry-run", "--debug"}
 VALUED = {"--backend"}
 HELP = {"-h", "--help"}
-SUBCOMMANDS: set[str] = set()
+SUBCOMMANDS = {"explain", "init", "doctor", "alias", "profiles"}
 
 
 def parse(argv: list[str]) -> tuple[dict[str, str | bool], list[str], bool]:

@@ -99,3 +99,18 @@ def load(path: str) -> Profile:
     allow = [Pattern(p, f"profile {name}") for p, _ in strings(data, "allow", path, text)]
     home = [p for p, _ in strings(data, "home", path, text)]
     return Profile(name=name, executable=exe, description=desc, allow=allow, home=home, path=path)
+
+
+def available(config_home: str) -> list[Profile]:
+    """Every profile by name, the user's own replacing a shipped one of the same name."""
+    found: dict[str, Profile] = {}
+    for directory in (shipped_dir(), user_dir(config_home)):
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for fname in names:
+            name = fname.removesuffix(".toml")
+            if fname.endswith(".toml") and _NAME.match(name):
+                found[name] = load(os.path.join(directory, fname))
+    return [found[n] for n in sorted(found)]

@@ -1,4 +1,7 @@
-"""Rendering for people: the --dry-run plan. Reads the same Policy and LaunchPlan the launch executes."""
+"""Rendering for people: the --dry-run plan, explain's tables, the profile list and doctor's checks.
+
+Reads the same Policy and LaunchPlan the launch executes; explain draws from the same document as --json.
+"""
 
 from __future__ import annotations
 
@@ -28,11 +31,15 @@ def quote(s: str) -> str:
     return "$'" + "".join(out) + "'"
 
 
+def printable(s: str) -> str:
+    return s if s.isprintable() else quote(s)
+
+
 def show_path(path: str, root: str, is_dir: bool = False) -> str:
     prefix = root.rstrip("/") + "/"
     shown = path[len(prefix) :] if path.startswith(prefix) else path
     shown = shown + "/" if is_dir else shown
-    return shown if shown.isprintable() else quote(shown)
+    return printable(shown)
 
 
 def _mask_lines(policy: Policy, masks: list[Mask]) -> list[Text]:
@@ -59,7 +66,7 @@ def _kept_lines(policy: Policy, kept: list[Kept]) -> list[Text]:
     return out
 
 
-def dry_run(prepared, req) -> None:  # noqa: ANN001 — launch.Prepared/Request; avoids an import cycle
+def dry_run(prepared, req, unenforced=None) -> None:  # noqa: ANN001 — launch.Prepared/Request; avoids an import cycle
     policy, plan = prepared.policy, prepared.plan
     con = Console(highlight=False, soft_wrap=True, file=sys.stdout)
     con.print(Text("ai-sandbox dry run: nothing is started", style="bold"))
@@ -81,9 +88,20 @@ def dry_run(prepared, req) -> None:  # noqa: ANN001 — launch.Prepared/Request;
         con.print()
         con.print(Text(f"warnings ({len(policy.warnings)}):", style="bold yellow"))
         for w in policy.warnings:
-            con.print(Text(f"  {w if w.isprintable() else quote(w)}", style="yellow"))
+            con.print(Text(f"  {printable(w.message)}", style="yellow"))
     unavailable = prepared.backend.unavailable()
-    if unavailable is not None:
+    if unenforced is not None:
+        con.print()
+        if unenforced:
+            missing = ", ".join(show_path(m.path, policy.root, m.is_dir) for m in unenforced)
+            con.print(
+                Text(
+                    f"already inside a sandbox that leaves readable: {missing}; a launch would refuse", style="bold red"
+                )
+            )
+        else:
+            con.print(Text("already inside a sandbox that hides all of this: a launch would run the command directly"))
+    elif unavailable is not None:
         con.print()
         con.print(Text(f"a launch would refuse: {unavailable}", style="bold red"))
     con.print()
@@ -93,4 +111,137 @@ def dry_run(prepared, req) -> None:  # noqa: ANN001 — launch.Prepared/Request;
         con.print()
         con.print(Text(f"file {quote(path)}:", style="bold"))
         for line in content.decode("utf-8", "surrogateescape").splitlines():
-            con.print(Text(line if line.isprintable() else quote(line)))
+            con.print(Text(printable(line)))
+
+
+def _console() -> Console:
+    """On a terminal, its width; into a pipe or file, one line per row so grep and diff see whole rows."""
+    width = None if sys.stdout.isatty() else 100_000
+    return Console(highlight=False, soft_wrap=False, file=sys.stdout, width=width)
+
+
+LAYER_TITLES = {
+    "global": "global: your config.toml",
+    "ignored": "ignored: git-ignored paths",
+    "git-crypt": "git-crypt: encrypted files and the key",
+    "explicit": "explicit: the project's .ai-sandbox.toml",
+}
+
+
+def explain(doc: dict) -> None:
+    from rich.table import Table  # noqa: PLC0415
+
+    con = _console()
+    root = doc["project"]
+    con.print(Text(f"project  {root}" + ("" if doc["git"] else "  (not a git work tree)"), style="bold"))
+    agent = doc["agent"] or "any command (no --agent: the built-in allowlists only)"
+    con.print(Text(f"backend  {doc['backend']}    agent  {agent}"))
+    if doc["config_files"]:
+        con.print(Text(f"config   {', '.join(doc['config_files'])}"))
+    if "paths" in doc:
+        table = Table(box=None, pad_edge=False, show_edge=False)
+        for col in ("path", "verdict", "layer", "why"):
+            table.add_column(col)
+        for v in doc["paths"]:
+            verdict = Text("hidden", style="bold red") if v["hidden"] else Text("readable", style="green")
+            why = (
+                v["reason"]
+                + (f" — {v['rule']}" if v.get("rule") else "")
+                + (f" ({v['note']})" if v.get("note") else "")
+            )
+            if not v["exists"]:
+                why += " [does not exist]"
+            table.add_row(Text(printable(v["path"])), verdict, Text(v["layer"] or "-"), Text(printable(why)))
+        con.print()
+        con.print(table)
+        resolved = {v["resolved"] for v in doc["paths"]}
+        _warnings(con, [w for w in doc["warnings"] if w["path"] in resolved])
+        return
+    con.print()
+    hidden = doc["hidden"]
+    con.print(Text(f"Hidden ({len(hidden)})", style="bold"))
+    if not hidden:
+        con.print(Text("  nothing", style="dim"))
+    for layer, title in LAYER_TITLES.items():
+        rows = [h for h in hidden if h["layer"] == layer]
+        if not rows:
+            continue
+        table = Table(title=f"{title} ({len(rows)})", title_justify="left", box=None, pad_edge=False, show_header=False)
+        table.add_column("path", style="red", overflow="fold")
+        table.add_column("why", style="dim", overflow="fold")
+        for h in rows:
+            why = h["reason"]
+            if h["note"]:
+                why += f"; {h['note']}" + (f" (from {show_path(h['origin'], root)})" if h["origin"] else "")
+            table.add_row(Text(show_path(h["path"], root, h["type"] == "dir")), Text(printable(why)))
+        con.print(table)
+    if doc["covered"]:
+        con.print(Text(f"  and {len(doc['covered'])} more entries inside those directories", style="dim"))
+    if doc["kept"]:
+        con.print()
+        table = Table(
+            title=f"Readable although git-ignored ({len(doc['kept'])})",
+            title_justify="left",
+            title_style="bold",
+            box=None,
+            pad_edge=False,
+        )
+        table.add_column("path", style="green", overflow="fold")
+        table.add_column("kept by", overflow="fold")
+        for k in doc["kept"]:
+            table.add_row(Text(show_path(k["path"], root, k["type"] == "dir")), Text(printable(k["rule"])))
+        con.print(table)
+    _warnings(con, doc["warnings"])
+    if doc["unavailable"]:
+        con.print()
+        con.print(Text(f"a launch would refuse: {doc['unavailable']}", style="bold red"))
+    con.print()
+    con.print(Text("Command", style="bold"))
+    con.print(Text("  " + " ".join(quote(a) for a in doc["command"])), soft_wrap=True)
+
+
+def _warnings(con: Console, warnings: list[dict]) -> None:
+    if not warnings:
+        return
+    con.print()
+    con.print(Text(f"Warnings ({len(warnings)})", style="bold yellow"))
+    for w in warnings:
+        t = Text("  ")
+        t.append(f"{w['kind']:<19}", style="yellow")
+        t.append(printable(w["message"]))
+        con.print(t, soft_wrap=True)
+
+
+def profiles(rows: list[tuple]) -> None:
+    """rows: (name, description, installed path or None, source file)."""
+    from rich.table import Table  # noqa: PLC0415
+
+    con = _console()
+    table = Table(box=None, pad_edge=False)
+    for col in ("", "agent", "description", "executable", "profile"):
+        table.add_column(col, overflow="fold")
+    for name, description, found, source in rows:
+        mark = Text("✓", style="green") if found else Text("·", style="dim")
+        table.add_row(
+            mark,
+            Text(name),
+            Text(description),
+            Text(found) if found else Text("not installed", style="dim"),
+            Text(source),
+        )
+    con.print(table)
+    con.print(Text("Any other executable runs with the generic profile: the built-in allowlists only.", style="dim"))
+
+
+def checks(results: list) -> None:
+    """results: doctor.Check values."""
+    con = _console()
+    for c in results:
+        mark = {"ok": Text("✓", style="green"), "warn": Text("!", style="yellow"), "fail": Text("✗", style="bold red")}
+        t = Text()
+        t.append_text(mark[c.status])
+        t.append(f" {c.name}: ")
+        t.append(c.detail)
+        con.print(t, soft_wrap=True)
+        if c.hint and c.status != "ok":
+            con.print(Text(f"    → {c.hint}", style="dim"), soft_wrap=True)

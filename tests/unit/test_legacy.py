@@ -24,12 +24,19 @@ AI_SANDBOX_BLOCK_PATHS+=(more)
     assert cfg.allow == [("build/public/", 7)]
 
 
+def test_home_is_the_one_expansion(monkeypatch):
+    monkeypatch.setenv("HOME", "/home/u")
+    cfg = parse('AI_SANDBOX_BLOCK_PATHS=("$HOME/.aws" ${HOME}/x "$HOME")\n', ".ai-sandbox")
+    assert [p for p, _ in cfg.block] == ["/home/u/.aws", "/home/u/x", "/home/u"]
+
+
 @pytest.mark.parametrize(
     "text, line",
     [
         ("AI_SANDBOX_BLOCK_PATHS=($(rm -rf ~))\n", 1),
         ("\nAI_SANDBOX_BLOCK_PATHS=(`id`)\n", 2),
-        ('AI_SANDBOX_BLOCK_PATHS=("$HOME/x")\n', 1),
+        ('AI_SANDBOX_BLOCK_PATHS=("$HOMEX/x")\n', 1),
+        ("AI_SANDBOX_BLOCK_PATHS=($USER)\n", 1),
         ("AI_SANDBOX_BLOCK_PATHS=(${X})\n", 1),
         ("cat <<EOF\nx\nEOF\n", 1),
         ("rm -rf /\n", 1),

@@ -28,6 +28,9 @@ class Backend(Protocol):
     def unavailable(self) -> UnavailableError | None:
         """Why this backend cannot run here, with the fix; None when it can."""
 
+    def version(self) -> str | None:
+        """The backend's own version line, for doctor; None when it does not answer."""
+
     def unexpressible(self, path: str) -> str | None:
         """Why this backend cannot hide exactly this path ("contains ','"); None when it can."""
 

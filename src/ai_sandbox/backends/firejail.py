@@ -86,6 +86,18 @@ class Firejail:
             return UnavailableError("firejail is not installed (not found on PATH)", install_hint())
         return None
 
+    def version(self) -> str | None:
+        import subprocess  # noqa: PLC0415
+
+        if self.executable is None:
+            return None
+        try:
+            proc = subprocess.run([self.executable, "--version"], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        first = proc.stdout.strip().splitlines()[:1]
+        return first[0] if proc.returncode == 0 and first else None
+
     def unexpressible(self, path: str) -> str | None:
         if len(os.fsencode(path)) > _MAX_PATH:
             return f"is longer than {_MAX_PATH} bytes"

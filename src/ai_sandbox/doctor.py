@@ -1,0 +1,185 @@
+"""`ai-sandbox doctor`: can the main job run here? Each check says what it found and how to fix it.
+
+The backend check runs a real sandbox that hides a temp file, built by the same backend code a launch
+uses: a backend that starts but does not hide is a failure, not a pass.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ai_sandbox import config, nested, profiles
+from ai_sandbox.errors import SandboxError
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok, warn (works, but something is missing), fail (the main job cannot run)
+    detail: str
+    hint: str = ""
+
+
+def run_all(env: Mapping[str, str], backend_name: str | None, cwd: str) -> list[Check]:
+    checks: list[Check] = []
+    user_cfg = _config_checks(env, checks)
+    name = backend_name or (user_cfg.backend if user_cfg else "auto")
+    checks += _backend_checks(name, env)
+    checks.append(_tool("git", ["git", "--version"], required=True, hint="sudo apt-get install git"))
+    checks.append(
+        _tool(
+            "git-crypt",
+            ["git-crypt", "--version"],
+            required=False,
+            hint="only needed to unlock encrypted files; ai-sandbox finds them without it",
+        )
+    )
+    checks.append(_userns())
+    if nested.inside_sandbox(nested.mounts()):
+        checks.append(
+            Check("nesting", "ok", "running inside a sandbox: a launch here runs directly if its masks are in force")
+        )
+    if user_cfg is not None and not any(c.status == "fail" and c.name == "git" for c in checks):
+        checks.append(_policy_check(env, backend_name, cwd))
+    return checks
+
+
+def _config_checks(env: Mapping[str, str], checks: list[Check]) -> config.UserConfig | None:
+    user_cfg = None
+    try:
+        user_cfg = config.load_user(env)
+        detail = f"{user_cfg.path} parses" if user_cfg.exists else f"no {user_cfg.path} (defaults apply)"
+        checks.append(Check("user config", "ok", detail))
+    except SandboxError as e:
+        checks.append(Check("user config", "fail", e.message, e.hint or "fix the file"))
+    try:
+        found = profiles.available(config.config_home(env))
+        checks.append(Check("profiles", "ok", f"{len(found)} profiles: {', '.join(p.name for p in found)}"))
+    except SandboxError as e:
+        checks.append(Check("profiles", "fail", e.message, e.hint or "fix the profile file"))
+    return user_cfg
+
+
+def _backend_checks(name: str, env: Mapping[str, str]) -> list[Check]:
+    from ai_sandbox.backends import select  # noqa: PLC0415
+
+    try:
+        backend = select(name)
+    except SandboxError as e:
+        return [Check("backend", "fail", e.message, e.hint)]
+    err = backend.unavailable()
+    if err is not None:
+        return [Check(f"backend {backend.name}", "fail", err.message, err.hint)]
+    out = [Check(f"backend {backend.name}", "ok", backend.version() or "installed (version unknown)")]
+    out.append(_selftest(backend, env))
+    return out
+
+
+def _selftest(backend, env: Mapping[str, str]) -> Check:  # noqa: ANN001
+    """Hide a temp file, read it and its visible sibling from inside: only the sibling may come back."""
+    from ai_sandbox.launch import write_files  # noqa: PLC0415
+    from ai_sandbox.policy import GLOBAL, Mask, Policy  # noqa: PLC0415
+
+    name = f"sandbox hides files ({backend.name})"
+    base = tempfile.mkdtemp(
+        prefix="ai-sandbox-doctor-",
+    )
+    try:
+        secret, visible = os.path.join(base, "secret"), os.path.join(base, "visible")
+        token = os.urandom(8).hex()
+        with open(secret, "w") as f:
+            f.write(f"SECRET-{token}\n")
+        with open(visible, "w") as f:
+            f.write(f"VISIBLE-{token}\n")
+        policy = Policy(root=base, in_git=False, masks=[Mask(secret, False, GLOBAL, "doctor")])
+        sh = shutil.which("sh") or "/bin/sh"
+        plan = backend.plan(policy, [sh, "-c", f"cat {shlex.quote(visible)}; cat {shlex.quote(secret)}"], env)
+        write_files(plan.files)
+        try:
+            proc = subprocess.run(
+                plan.argv, env=plan.env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return Check(
+                name,
+                "fail",
+                f"the sandbox did not run: {e}",
+                "run the command of `ai-sandbox --dry-run -- true` by hand",
+            )
+        if f"SECRET-{token}" in proc.stdout + proc.stderr:
+            return Check(
+                name,
+                "fail",
+                "a hidden file was readable inside the sandbox",
+                "report this: the backend does not mask here",
+            )
+        if f"VISIBLE-{token}" not in proc.stdout:
+            err = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            return Check(
+                name,
+                "fail",
+                f"the sandbox did not start: {err}",
+                "run `ai-sandbox --dry-run -- true` and try its command by hand",
+            )
+        return Check(name, "ok", "a hidden temp file was unreadable, its sibling readable")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _tool(name: str, argv: list[str], *, required: bool, hint: str) -> Check:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        line = (proc.stdout.strip() or proc.stderr.strip()).splitlines()[:1]
+        if proc.returncode == 0:
+            return Check(name, "ok", line[0] if line else "installed")
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return Check(name, "fail" if required else "warn", "not installed", hint)
+
+
+def _userns() -> Check:
+    """firejail is setuid and needs none; a container engine running rootless does."""
+    try:
+        with open("/proc/sys/user/max_user_namespaces") as f:
+            count = int(f.read().strip())
+    except (OSError, ValueError):
+        return Check(
+            "user namespaces",
+            "warn",
+            "cannot tell (no /proc/sys/user/max_user_namespaces)",
+            "only rootless containers need them",
+        )
+    try:
+        with open("/proc/sys/kernel/unprivileged_userns_clone") as f:
+            if f.read().strip() == "0":
+                return Check(
+                    "user namespaces", "warn", "disabled for unprivileged users", "only rootless containers need them"
+                )
+    except OSError:
+        pass
+    if count == 0:
+        return Check(
+            "user namespaces", "warn", "disabled (max_user_namespaces = 0)", "only rootless containers need them"
+        )
+    return Check("user namespaces", "ok", f"available (max {count})")
+
+
+def _policy_check(env: Mapping[str, str], backend_name: str | None, cwd: str) -> Check:
+    from ai_sandbox.launch import Request, prepare  # noqa: PLC0415
+
+    try:
+        prepared = prepare(
+            Request(argv=["true"], is_command=True, backend=backend_name, cwd=cwd, env=env), resolve=False
+        )
+    except SandboxError as e:
+        return Check("project policy", "fail", e.message, e.hint)
+    p = prepared.policy
+    where = p.root if p.in_git else f"{p.root} (not a git work tree)"
+    files = f"; config: {', '.join(p.config_files)}" if p.config_files else ""
+    return Check("project policy", "ok", f"{where}: {len(p.masks)} hidden, {len(p.kept)} kept readable{files}")

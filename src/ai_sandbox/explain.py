@@ -1,0 +1,81 @@
+"""`ai-sandbox explain`: the policy as one JSON-ready document. The tables of `report` and `--json` are both
+drawn from it, and it is built from the same Policy and LaunchPlan a launch executes.
+
+The document's shape is stable (documented in the README); new keys may be added, none renamed.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ai_sandbox.policy import Kept, Mask, Policy
+
+SCHEMA = 1
+
+
+def _mask(m: Mask) -> dict[str, Any]:
+    return {
+        "path": m.path,
+        "type": "dir" if m.is_dir else "file",
+        "layer": m.layer,
+        "reason": m.reason,
+        "origin": m.origin or None,
+        "note": m.note or None,
+    }
+
+
+def _kept(k: Kept) -> dict[str, Any]:
+    return {"path": k.path, "type": "dir" if k.is_dir else "file", "reason": k.reason, "rule": k.rule}
+
+
+def _inside(path: str, parent: str, is_dir: bool = True) -> bool:
+    return path == parent or (is_dir and path.startswith(parent.rstrip("/") + "/"))
+
+
+def verdict(policy: Policy, given: str, cwd: str) -> dict[str, Any]:
+    """Hidden or readable, and by which layer and rule, for one path as the agent would open it."""
+    absolute = os.path.normpath(os.path.join(cwd, given))
+    real = os.path.realpath(absolute)
+    out: dict[str, Any] = {"path": given, "resolved": real, "exists": os.path.lexists(absolute)}
+    m = policy.hidden(real)
+    if m is not None:
+        out.update(hidden=True, layer=m.layer, reason=m.reason, mask=m.path, note=m.note or None, rule=None)
+        if m.path != real:
+            out["reason"] = f"inside hidden {m.path}/: {m.reason}"
+        return out
+    out.update(hidden=False, layer=None, mask=None, note=None, rule=None)
+    kept = next((k for k in policy.kept if _inside(real, k.path, k.is_dir)), None)
+    if kept is not None:
+        out.update(reason=f"{kept.reason}, kept readable", rule=kept.rule)
+    elif not _inside(real, policy.root):
+        out["reason"] = "outside the project: only your global blocks apply, and none matches"
+    elif not policy.in_git:
+        out["reason"] = "no global block matches (not a git work tree: no ignore rules apply)"
+    else:
+        out["reason"] = "not ignored by git and not blocked"
+    return out
+
+
+def document(prepared: Any, paths: list[str] | None, cwd: str, nested: list[Mask] | None = None) -> dict[str, Any]:
+    """prepared: a launch.Prepared; nested: masks not yet enforced when already inside a sandbox."""
+    policy: Policy = prepared.policy
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "project": policy.root,
+        "git": policy.in_git,
+        "backend": prepared.backend.name,
+        "agent": prepared.profile.name,
+        "config_files": policy.config_files,
+        "hidden": [_mask(m) for m in policy.masks],
+        "covered": [_mask(m) for m in policy.covered],
+        "kept": [_kept(k) for k in policy.kept],
+        "warnings": [{"kind": w.kind, "message": w.message, "path": w.path or None} for w in policy.warnings],
+        "command": prepared.plan.argv,
+        "files": {path: content.decode("utf-8", "surrogateescape") for path, content in prepared.plan.files.items()},
+        "unavailable": str(err) if (err := prepared.backend.unavailable()) else None,
+        "nested": None if nested is None else {"unenforced": [m.path for m in nested]},
+    }
+    if paths is not None:
+        doc["paths"] = [verdict(policy, p, cwd) for p in paths]
+    return doc

@@ -1,0 +1,210 @@
+"""`ai-sandbox init`: a commented `.ai-sandbox.toml` for one repository, with suggestions drawn from it.
+
+Values are written by tomli-w so any name survives quoting; the comments around them are the manual.
+Suggestions stay commented: hiding a tracked file is the user's decision, made by deleting one `#`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass, field
+
+import tomli_w
+
+from ai_sandbox import config
+from ai_sandbox.errors import CantCreateError, ConfigError, UsageError
+
+# Names that usually hold credentials. Matched against file names, case-insensitively.
+SECRET_NAMES = (
+    "*.tfvars", "*.tfvars.json", "*.tfstate", "*.tfstate.backup", "*.pem", "*.key", "*.p12", "*.pfx",
+    "*.jks", "*.keystore", "*.kdbx", "*.ovpn", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", ".envrc",
+    ".env", ".env.*", "*.env", ".npmrc", ".pypirc", ".netrc", ".htpasswd", ".pgpass", "kubeconfig",
+    "*.kubeconfig", "service-account*.json", "*credentials*", "*secret*", "*.age", "*.asc",
+)  # fmt: skip
+# Committed on purpose as templates; never suggested.
+NOT_SECRET = ("*.example", "*.sample", "*.template", "*.dist", "*.tpl", "*.md", "*.rst")
+# `*secret*` and `*credentials*` also match code (secret_manager.py); only data files are suggested for those.
+_DATA_EXT = {"", ".json", ".yaml", ".yml", ".toml", ".ini", ".conf", ".cfg", ".txt", ".xml", ".properties", ".env"}
+_LISTED = 20  # ignored directories named in the header before "and N more"
+
+
+@dataclass
+class Draft:
+    root: str
+    block: list[str] = field(default_factory=list)  # active entries (migrated or kept)
+    allow: list[str] = field(default_factory=list)
+    suggest: list[str] = field(default_factory=list)  # commented block suggestions
+    ignored: list[str] = field(default_factory=list)  # hidden by git's rules, for the header
+    dependencies: list[str] = field(default_factory=list)  # ignored, kept readable as dependencies
+    migrated_from: list[str] = field(default_factory=list)
+    unmigrated: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def looks_secret(rel: str) -> bool:
+    name = os.path.basename(rel).lower()
+    if any(fnmatch.fnmatchcase(name, p) for p in NOT_SECRET):
+        return False
+    for pat in SECRET_NAMES:
+        if fnmatch.fnmatchcase(name, pat):
+            if pat in ("*secret*", "*credentials*"):
+                return os.path.splitext(name)[1] in _DATA_EXT
+            return True
+    return False
+
+
+def draft(directory: str, env: dict[str, str], force: bool) -> tuple[Draft, str]:
+    """The draft for the repository holding directory, and the file it goes to."""
+    from ai_sandbox import project  # noqa: PLC0415
+    from ai_sandbox.launch import Request, prepare  # noqa: PLC0415
+
+    real = os.path.realpath(directory)
+    if not os.path.isdir(real):
+        raise UsageError(f"{directory}: no such directory", "name the project directory, or run init inside it")
+    repo = project.find_repo(real)
+    if repo is None:
+        raise UsageError(
+            f"{real} is not inside a git work tree",
+            "ai-sandbox reads .ai-sandbox.toml only at a git root; run `git init` first, or use your global config",
+        )
+    target = os.path.join(repo.root, config.PROJECT_FILE)
+    if os.path.lexists(target) and not force:
+        raise CantCreateError(
+            f"{target} already exists", "edit it, or run `ai-sandbox init --force` to rewrite it (its entries are kept)"
+        )
+    d = Draft(root=repo.root)
+    if os.path.lexists(target):
+        _keep_existing(d, target)
+    if os.path.isfile(os.path.join(repo.root, config.LEGACY_FILE)):
+        block, allow, left = config.legacy_for_toml(repo.root)
+        d.block += [b for b in block if b not in d.block]
+        d.allow += [a for a in allow if a not in d.allow]
+        d.unmigrated = left
+        d.migrated_from.append(config.LEGACY_FILE)
+    # The policy as it stands without this file: what is hidden already, what is not.
+    prepared = prepare(Request(argv=["true"], is_command=True, cwd=repo.root, env=env), resolve=False)
+    policy = prepared.policy
+    for m in policy.masks:
+        if m.layer == "ignored" and m.path.startswith(repo.root + "/"):
+            d.ignored.append(os.path.relpath(m.path, repo.root) + ("/" if m.is_dir else ""))
+    for k in policy.kept:
+        if "dependency directory" in k.rule:
+            d.dependencies.append(os.path.relpath(k.path, repo.root) + ("/" if k.is_dir else ""))
+    seen = set(d.block)
+    for tree in prepared.trees:
+        files = list(tree.scan.tracked) + [rel for rel, is_dir in tree.scan.untracked if not is_dir]
+        for rel in sorted(files):
+            full = tree.prefix + rel
+            if not looks_secret(full) or policy.hidden(os.path.join(repo.root, full)) is not None:
+                continue
+            entry = "/" + full
+            if entry not in seen:
+                seen.add(entry)
+                d.suggest.append(entry)
+    return d, target
+
+
+def _keep_existing(d: Draft, target: str) -> None:
+    try:
+        data, text = config.load_toml(target)
+        d.block += [v for v, _ in config.strings(data, "block", target, text)]
+        d.allow += [v for v, _ in config.strings(data, "allow", target, text)]
+        d.migrated_from.append(config.PROJECT_FILE)
+    except ConfigError as e:
+        d.notes.append(f"the existing file did not parse ({e.message}); its entries were not kept")
+
+
+def _toml(value: str) -> str | None:
+    """A TOML string literal by tomli-w; None for names TOML cannot hold (bytes that are not UTF-8)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return tomli_w.dumps({"v": value})[4:].rstrip("\n")
+
+
+def _array(key: str, active: list[str], commented: list[str]) -> list[str]:
+    if not active and not commented:
+        return [f"{key} = []"]
+    lines = [f"{key} = ["]
+    lines += [f"    {_toml(v)}," for v in active if _toml(v) is not None]
+    lines += [f"    # {_toml(v)}," for v in commented if _toml(v) is not None]
+    lines.append("]")
+    return lines
+
+
+def _listing(items: list[str]) -> list[str]:
+    shown = items[:_LISTED]
+    more = f" … and {len(items) - _LISTED} more" if len(items) > _LISTED else ""
+    out, line = [], "#  "
+    for item in shown:
+        part = " " + (item if item.isprintable() else repr(item))
+        if len(line) + len(part) > 100:
+            out.append(line)
+            line = "#  "
+        line += part
+    out.append(line + more)
+    return out
+
+
+def render(d: Draft) -> str:
+    lines = [
+        "# .ai-sandbox.toml: what ai-sandbox hides from AI agents in this repository, beyond git's own rules.",
+        "# Written by `ai-sandbox init`; edit freely. `ai-sandbox explain` shows the policy that results.",
+        "#",
+        "# Hidden without any entry here, recomputed at every launch:",
+        "#   - every git-ignored path (.env, build/, …), except agent tool dirs and dependency dirs",
+        "#   - files encrypted with git-crypt, and the git-crypt key",
+        "#   - the `block` entries of your ~/.config/ai-sandbox/config.toml",
+        "#",
+        "# block: more paths to hide, tracked or not: gitignore-style patterns relative to this directory.",
+        '#   "secrets/"          a directory, wherever it is (and files created in it later)',
+        '#   "/config/prod.yml"  a leading / anchors at this directory',
+        '#   "*.pem"             every matching file',
+        '#   "!public.pem"       an exception to an earlier pattern',
+        '#   "~/.aws/"           a path in your home directory',
+        "# allow: git-ignored paths to keep readable (patterns as above; never outside the project).",
+        "#   A project can never allow what your own config.toml blocks.",
+    ]
+    if d.ignored:
+        lines += ["#", f"# git ignores {len(d.ignored)} entries here (hidden already):", *_listing(d.ignored)]
+    if d.dependencies:
+        lines += [
+            "#",
+            "# Ignored, but readable as dependencies (set allow_dependencies = false in your config.toml to hide them):",
+            *_listing(d.dependencies),
+        ]
+    if d.migrated_from:
+        lines += ["#", f"# Entries below were kept from {' and '.join(d.migrated_from)}."]
+    if d.unmigrated:
+        lines += ["#", "# Not migrated from .ai-sandbox (no project-file form; add them to your config.toml `block`):"]
+        lines += [f"#   {u}" for u in d.unmigrated]
+    if d.suggest:
+        lines += ["#", "# Files that look like secrets and are readable now: delete the # to hide one."]
+    lines.append("")
+    lines += _array("block", d.block, d.suggest)
+    lines.append("")
+    lines += _array("allow", d.allow, [])
+    return "\n".join(lines) + "\n"
+
+
+def write(target: str, text: str, force: bool) -> None:
+    """Create the file, or with force replace it atomically; never follow a symlink planted at the name."""
+    tmp = f"{target}.{os.getpid()}.tmp"
+    try:
+        if force:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, target)
+        else:
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+    except FileExistsError:
+        raise CantCreateError(f"{target} already exists", "run `ai-sandbox init --force` to rewrite it") from None
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise CantCreateError(f"cannot write {target}: {e.strerror}", "check the directory's permissions") from None

@@ -1,0 +1,318 @@
+"""The everyday commands with real git and firejail: explain, init, doctor, alias, profiles, and nesting."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import AIS, require
+
+pytestmark = pytest.mark.sandbox
+
+
+def _commit(ws, *paths: str) -> None:
+    ws.git("add", *paths)
+    ws.git("commit", "-qm", "files")
+
+
+def _project(ws) -> None:
+    """A repository with something in every layer."""
+    ws.write(".gitignore", ".env\nbuild/\nnode_modules/\n")
+    ws.write("infra/prod.tfvars", "SECRET-TFVARS\n")
+    ws.write("src/app.py", "SOURCE\n")
+    ws.write(".ai-sandbox.toml", 'block = ["/infra/prod.tfvars"]\n')
+    _commit(ws, ".gitignore", "infra/prod.tfvars", "src/app.py", ".ai-sandbox.toml")
+    ws.write(".env", "SECRET-ENV\n")
+    ws.write("build/out.bin", "SECRET-BUILD\n")
+    ws.write("node_modules/pkg/index.js", "DEP\n")
+    ws.write("creds.txt", "SECRET-GLOBAL\n")
+    ws.config_file.write_text('block = ["creds.txt"]\n')
+
+
+# ---------------------------------------------------------------- explain
+
+
+def test_explain_names_the_layer_and_rule_of_each_path(ws_self):
+    _project(ws_self)
+    res = ws_self.run(
+        "explain", ".env", "build/out.bin", "infra/prod.tfvars", "creds.txt", "node_modules/pkg", "src/app.py"
+    )
+    assert res.rc == 0, res.err
+    rows = {line.split()[0]: line for line in res.out.splitlines() if line.strip()}
+    assert "hidden" in rows[".env"] and "ignored" in rows[".env"] and ".gitignore:1: .env" in rows[".env"]
+    assert "hidden" in rows["build/out.bin"] and "build/" in rows["build/out.bin"]
+    assert "explicit" in rows["infra/prod.tfvars"] and ".ai-sandbox.toml:1" in rows["infra/prod.tfvars"]
+    assert "global" in rows["creds.txt"] and "config.toml:1" in rows["creds.txt"]
+    assert "readable" in rows["node_modules/pkg"] and "dependency directory" in res.out
+    assert "readable" in rows["src/app.py"] and "not ignored by git and not blocked" in rows["src/app.py"]
+
+
+def test_explain_json_is_what_the_sandbox_enforces(ws_self, firejail):
+    _project(ws_self)
+    res = ws_self.run("explain", "--json")
+    assert res.rc == 0, res.err
+    doc = json.loads(res.out)
+    assert doc["schema"] == 1 and doc["git"] is True and doc["project"] == str(ws_self.repo)
+    hidden = {(h["path"], h["layer"]) for h in doc["hidden"]}
+    root = str(ws_self.repo)
+    assert hidden == {
+        (f"{root}/.env", "ignored"),
+        (f"{root}/build", "ignored"),
+        (f"{root}/infra/prod.tfvars", "explicit"),
+        (f"{root}/creds.txt", "global"),
+    }
+    # the profile the launch writes blacklists exactly these paths
+    (profile,) = doc["files"].values()
+    blacklisted = {line.removeprefix("blacklist ") for line in profile.splitlines() if line.startswith("blacklist ")}
+    assert blacklisted == {p for p, _ in hidden}
+    inside = ws_self.run("--", "sh", "-c", "cat .env build/out.bin infra/prod.tfvars creds.txt src/app.py; true")
+    assert "SOURCE" in inside.out and "SECRET" not in inside.out
+    paths = json.loads(ws_self.run("explain", "--json", ".env", "src").out)["paths"]
+    assert paths[0]["hidden"] is True and paths[0]["layer"] == "ignored"
+    assert paths[1]["hidden"] is False and paths[1]["layer"] is None
+
+
+def test_explain_warns_about_history_hard_links_symlinks_and_widening(ws_self, tmp_world):
+    ws_self.write("config/prod.yml", "SECRET\n")
+    ws_self.write("sub/tracked.txt", "visible\n")
+    _commit(ws_self, "config/prod.yml", "sub/tracked.txt")
+    ws_self.write(".ai-sandbox.toml", 'block = ["config/prod.yml"]\n')
+    ws_self.write(".gitignore", ".env\nlink\nodd*\n")
+    ws_self.write(".env", "SECRET\n")
+    os.link(ws_self.repo / ".env", tmp_world / "env-copy")
+    outside = tmp_world / "outside-secret"
+    outside.write_text("SECRET\n")
+    os.symlink(outside, ws_self.repo / "link")
+    ws_self.write("sub/odd,name", "SECRET\n")
+    doc = json.loads(ws_self.run("explain", "--json").out)
+    kinds: dict[str, list[dict]] = {}
+    for w in doc["warnings"]:
+        kinds.setdefault(w["kind"], []).append(w)
+    history = " ".join(w["message"] for w in kinds["history"])
+    assert "git show HEAD:config/prod.yml" in history
+    assert "git show HEAD:sub/tracked.txt" in history  # the widened directory hides a tracked file too
+    assert [w["path"] for w in kinds["hardlink"]] == [str(ws_self.repo / ".env")]
+    assert str(outside) in kinds["symlink"][0]["message"]
+    assert "odd,name" in kinds["widened"][0]["message"]
+    text = ws_self.run("explain").out
+    assert "git show HEAD:config/prod.yml" in text and "hard link" in text
+    dry = ws_self.run("--dry-run", "--", "true").out
+    assert "git show HEAD:config/prod.yml" in dry and ".gitignore:1: .env" in dry
+
+
+def test_explain_for_an_agent_uses_its_profile(ws_self):
+    ws_self.write(".gitignore", "opencode.json\n")
+    _commit(ws_self, ".gitignore")
+    ws_self.write("opencode.json", "{}\n")
+    plain = json.loads(ws_self.run("explain", "--json", "opencode.json").out)["paths"][0]
+    agent = json.loads(ws_self.run("explain", "--json", "--agent", "opencode", "opencode.json").out)
+    assert plain["hidden"] is True
+    assert agent["agent"] == "opencode" and agent["paths"][0]["hidden"] is False
+    assert "profile opencode" in agent["paths"][0]["rule"]
+
+
+def test_explain_refuses_a_broken_config_in_one_line(ws_self):
+    ws_self.write(".ai-sandbox.toml", "block = [\n")
+    res = ws_self.run("explain")
+    assert res.rc == 78 and ".ai-sandbox.toml" in res.err
+    assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err
+
+
+# ---------------------------------------------------------------- init
+
+
+def test_init_writes_a_commented_template_with_suggestions(ws_self, firejail):
+    ws_self.write(".gitignore", "node_modules/\ndist/\n")
+    ws_self.write("infra/prod.tfvars", "SECRET-TF\n")
+    ws_self.write("keys/deploy.pem", "SECRET-PEM\n")
+    ws_self.write(".env.example", "TEMPLATE\n")
+    ws_self.write("src/secret_manager.py", "code\n")
+    _commit(ws_self, ".")
+    ws_self.write("node_modules/x/i.js", "")
+    ws_self.write("dist/app.js", "")
+    ws_self.write(".envrc", "export TOKEN=SECRET-ENVRC\n")  # untracked, not ignored: readable today
+    res = ws_self.run("init", cwd=ws_self.repo / "src")
+    assert res.rc == 0, res.err
+    path = ws_self.repo / ".ai-sandbox.toml"
+    text = path.read_text()
+    assert tomllib.loads(text) == {"block": [], "allow": []}  # suggestions only, all commented
+    for suggestion in ('# "/infra/prod.tfvars",', '# "/keys/deploy.pem",', '# "/.envrc",'):
+        assert suggestion in text
+    assert ".env.example" not in text and "secret_manager" not in text
+    assert "dist/" in text and "node_modules/" in text and "dependencies" in text
+    # uncommenting a suggestion hides the file
+    path.write_text(text.replace('# "/infra/prod.tfvars",', '"/infra/prod.tfvars",'))
+    res = ws_self.run("--", "sh", "-c", "cat infra/prod.tfvars; true")
+    assert res.rc == 0 and "SECRET-TF" not in res.out
+
+
+def test_init_refuses_to_clobber_and_force_keeps_entries(ws_self):
+    path = ws_self.write(".ai-sandbox.toml", 'block = ["mine/", "odd \\"quoted\\" name"]\nallow = ["build/keep/"]\n')
+    before = path.read_text()
+    res = ws_self.run("init")
+    assert res.rc == 73 and "already exists" in res.err and "--force" in res.err
+    assert path.read_text() == before
+    res = ws_self.run("init", "--force")
+    assert res.rc == 0, res.err
+    data = tomllib.loads(path.read_text())
+    assert data == {"block": ["mine/", 'odd "quoted" name'], "allow": ["build/keep/"]}
+
+
+def test_init_migrates_the_legacy_file(ws_self):
+    home = ws_self.home
+    ws_self.write(
+        ".ai-sandbox", f'AI_SANDBOX_BLOCK_PATHS=({ws_self.repo}/config/prod.yml "$HOME/.aws" /opt/elsewhere)\n'
+    )
+    ws_self.write(".gitignore", "")
+    res = ws_self.run("init")
+    assert res.rc == 0, res.err
+    text = (ws_self.repo / ".ai-sandbox.toml").read_text()
+    assert tomllib.loads(text)["block"] == ["/config/prod.yml", "~/.aws"]
+    assert "/opt/elsewhere" in text and "Not migrated" in text
+    assert str(home) not in text
+
+
+def test_init_outside_git_refuses(tmp_world):
+    d = tmp_world / "plain"
+    d.mkdir()
+    proc = subprocess.run([AIS, "init", str(d)], capture_output=True, text=True)
+    assert proc.returncode == 64 and "not inside a git work tree" in proc.stderr
+    assert not (d / ".ai-sandbox.toml").exists()
+
+
+# ---------------------------------------------------------------- doctor
+
+
+def test_doctor_passes_with_a_working_sandbox(ws_self, firejail):
+    res = ws_self.run("doctor")
+    assert res.rc == 0, res.out + res.err
+    assert "✓ backend firejail: firejail version" in res.out
+    assert "✓ sandbox hides files" in res.out and "✓ project policy" in res.out
+
+
+def test_doctor_fails_without_firejail_on_path(ws_self, tmp_world):
+    bindir = tmp_world / "bin"
+    bindir.mkdir()
+    for tool in ("git", "sh", "cat"):
+        os.symlink(require(tool), bindir / tool)
+    res = ws_self.run("doctor", env={"PATH": str(bindir)})
+    assert res.rc == 69
+    assert "✗ backend firejail: firejail is not installed" in res.out and "install" in res.out
+    assert "Traceback" not in res.err
+
+
+def test_doctor_fails_on_a_broken_user_config(ws_self, firejail):
+    ws_self.config_file.write_text("backend = 3\n")
+    res = ws_self.run("doctor")
+    assert res.rc == 69 and "✗ user config" in res.out and "config.toml:1" in res.out
+
+
+# ---------------------------------------------------------------- alias, profiles, nesting
+
+
+def _fake_agent(base: Path, name: str = "claude") -> Path:
+    """An 'agent' that shows its arguments and tries to read the project's secret."""
+    bindir = base / "agents"
+    bindir.mkdir(exist_ok=True)
+    agent = bindir / name
+    agent.write_text("#!/bin/sh\nprintf '[%s]' \"$@\"; echo; cat .env 2>/dev/null; echo AGENT-RAN\n")
+    agent.chmod(0o755)
+    return bindir
+
+
+SHELL_RUN = {
+    "bash": ["bash", "-c", 'eval "$(ai-sandbox alias --shell bash)"; claude "two words" x'],
+    "zsh": ["zsh", "-fc", 'eval "$(ai-sandbox alias --shell zsh)"; claude "two words" x'],
+    "fish": ["fish", "--no-config", "-c", 'ai-sandbox alias --shell fish | source; claude "two words" x'],
+}
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_alias_output_runs_the_agent_sandboxed_in_each_shell(ws, firejail, tmp_world, shell):
+    require(shell)
+    ws.write(".gitignore", ".env\n")
+    ws.write(".env", "SECRET-ALIAS\n")
+    bindir = _fake_agent(tmp_world)
+    path = f"{bindir}:{Path(AIS).parent}:{os.environ['PATH']}"
+    cmd = SHELL_RUN[shell]
+    if ws.user:
+        ws.run("--version")  # hands the workspace to the user
+        cmd = ["setpriv", f"--reuid={ws.user.uid}", f"--regid={ws.user.gid}", "--clear-groups", "--", *cmd]
+    proc = subprocess.run(cmd, cwd=ws.repo, env=ws.env({"PATH": path}), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "[two words][x]" in proc.stdout and "AGENT-RAN" in proc.stdout
+    assert "SECRET-ALIAS" not in proc.stdout
+
+
+def test_alias_lists_installed_agents_unless_all(ws_self, tmp_world):
+    bindir = _fake_agent(tmp_world, "codex")
+    env = {"PATH": f"{bindir}:{os.environ['PATH']}"}
+    out = ws_self.run("alias", "--shell", "bash", env=env).out
+    assert "function codex {" in out and "function claude" not in out
+    out = ws_self.run("alias", "--shell", "bash", "--all", env=env).out
+    assert all(f"function {n} {{" in out for n in ("aider", "claude", "codex", "gemini", "opencode"))
+    res = ws_self.run("alias", "--shell", "tcsh")
+    assert res.rc == 64 and "unknown shell" in res.err
+
+
+def test_a_nested_launch_runs_directly_inside_the_sandbox(ws, firejail, tmp_world):
+    ws.write(".gitignore", ".env\n")
+    ws.write(".env", "SECRET-NESTED\n")
+    bindir = _fake_agent(tmp_world)
+    path = f"{bindir}:{Path(AIS).parent}:{os.environ['PATH']}"
+    # the agent's shell has the wrappers from its rc file: `claude` inside means ai-sandbox inside
+    script = 'eval "$(ai-sandbox alias --shell bash)"; claude nested; echo "status=$?"'
+    res = ws.run("--", "bash", "-c", script, env={"PATH": path})
+    assert res.rc == 0, res.err
+    assert "[nested]" in res.out and "AGENT-RAN" in res.out and "status=0" in res.out
+    assert "SECRET-NESTED" not in res.out
+
+
+def test_a_nested_launch_refuses_what_the_outer_sandbox_does_not_hide(ws_self, firejail, tmp_world):
+    other = tmp_world / "other"
+    other.mkdir()
+    ws_self.git("init", "-q", cwd=other)
+    (other / ".gitignore").write_text(".env\n")
+    (other / ".env").write_text("SECRET-OTHER\n")
+    res = ws_self.run("--", "sh", "-c", f"cd {other} && {AIS} -- cat .env; echo status=$?")
+    assert "SECRET-OTHER" not in res.out
+    assert "status=69" in res.out
+    assert "already inside a sandbox" in res.err and str(other / ".env") in res.err
+
+
+def test_profiles_lists_agents_and_marks_the_installed_ones(ws_self, tmp_world):
+    bindir = _fake_agent(tmp_world, "gemini")
+    user_profiles = ws_self.home / ".config" / "ai-sandbox" / "profiles"
+    user_profiles.mkdir()
+    (user_profiles / "mytool.toml").write_text('description = "my own tool"\nexecutable = "gemini"\n')
+    res = ws_self.run("profiles", env={"PATH": f"{bindir}:{os.environ['PATH']}", "COLUMNS": "200"})
+    assert res.rc == 0, res.err
+    rows = {line.split()[1]: line for line in res.out.splitlines() if line.strip() and line.split()[0] in "✓·"}
+    assert set(rows) >= {"aider", "claude", "codex", "gemini", "opencode", "mytool"}
+    assert rows["gemini"].startswith("✓") and str(bindir / "gemini") in rows["gemini"]
+    assert rows["aider"].startswith("·") and "not installed" in rows["aider"]
+    assert str(user_profiles / "mytool.toml") in rows["mytool"] and "built-in" in rows["claude"]
+
+
+def test_a_wrapper_script_named_like_the_agent_is_skipped(ws_self, firejail, tmp_world):
+    real = _fake_agent(tmp_world)
+    wrappers = tmp_world / "wrappers"
+    wrappers.mkdir()
+    (wrappers / "claude").write_text(f'#!/bin/sh\nexec {AIS} claude "$@"\n')
+    (wrappers / "claude").chmod(0o755)
+    res = ws_self.run("claude", "hi", env={"PATH": f"{wrappers}:{real}:{os.environ['PATH']}"}, timeout=30)
+    assert res.rc == 0, res.err
+    assert "[hi]" in res.out
+    res = ws_self.run("claude", "hi", env={"PATH": f"{wrappers}:{os.environ['PATH']}"}, timeout=30)
+    assert res.rc == 127 and "only wrappers" in res.err
+
+
+def test_shell_completion_offers_the_commands(ws_self):
+    env = ws_self.env({"_AI_SANDBOX_COMPLETE": "complete_bash", "COMP_WORDS": "ai-sandbox ex", "COMP_CWORD": "1"})
+    proc = subprocess.run([AIS], env=env, capture_output=True, text=True, cwd=ws_self.repo)
+    assert proc.returncode == 0 and proc.stdout.split() == ["explain"]

@@ -106,7 +106,7 @@ def init(
         kept = " and ".join(d.migrated_from)
         done.append(f"{len(d.block)} block and {len(d.allow)} allow entries kept from {kept}")
     if d.suggest:
-        done.append(f"{len(d.suggest)} files that look like secrets suggested, commented out")
+        done.append(f"{len(d.suggest)} file(s) that look like secrets suggested, commented out")
     for line in done + d.notes:
         typer.echo(f"  {line}")
     if ".ai-sandbox" in d.migrated_from:

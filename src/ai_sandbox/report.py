@@ -5,6 +5,7 @@ Reads the same Policy and LaunchPlan the launch executes; explain draws from the
 
 from __future__ import annotations
 
+import io
 import shlex
 import sys
 
@@ -115,9 +116,16 @@ def dry_run(prepared, req, unenforced=None) -> None:  # noqa: ANN001 — launch.
 
 
 def _console() -> Console:
-    """On a terminal, its width; into a pipe or file, one line per row so grep and diff see whole rows."""
-    width = None if sys.stdout.isatty() else 100_000
-    return Console(highlight=False, soft_wrap=False, file=sys.stdout, width=width)
+    """On a terminal, its width; into a pipe or file, one line per row (and no padding, see _done) so grep
+    and diff see whole rows."""
+    if sys.stdout.isatty():
+        return Console(highlight=False, soft_wrap=False, file=sys.stdout)
+    return Console(highlight=False, soft_wrap=False, file=io.StringIO(), width=100_000, color_system=None)
+
+
+def _done(con: Console) -> None:
+    if isinstance(con.file, io.StringIO):
+        sys.stdout.write("".join(line.rstrip() + "\n" for line in con.file.getvalue().splitlines()))
 
 
 LAYER_TITLES = {
@@ -156,6 +164,7 @@ def explain(doc: dict) -> None:
         con.print(table)
         resolved = {v["resolved"] for v in doc["paths"]}
         _warnings(con, [w for w in doc["warnings"] if w["path"] in resolved])
+        _done(con)
         return
     con.print()
     hidden = doc["hidden"]
@@ -166,7 +175,7 @@ def explain(doc: dict) -> None:
         rows = [h for h in hidden if h["layer"] == layer]
         if not rows:
             continue
-        table = Table(title=f"{title} ({len(rows)})", title_justify="left", box=None, pad_edge=False, show_header=False)
+        table = Table(title=f"{title} ({len(rows)})", title_justify="left", box=None, pad_edge=True, show_header=False)
         table.add_column("path", style="red", overflow="fold")
         table.add_column("why", style="dim", overflow="fold")
         for h in rows:
@@ -198,6 +207,7 @@ def explain(doc: dict) -> None:
     con.print()
     con.print(Text("Command", style="bold"))
     con.print(Text("  " + " ".join(quote(a) for a in doc["command"])), soft_wrap=True)
+    _done(con)
 
 
 def _warnings(con: Console, warnings: list[dict]) -> None:
@@ -231,6 +241,7 @@ def profiles(rows: list[tuple]) -> None:
         )
     con.print(table)
     con.print(Text("Any other executable runs with the generic profile: the built-in allowlists only.", style="dim"))
+    _done(con)
 
 
 def checks(results: list) -> None:
@@ -245,3 +256,4 @@ def checks(results: list) -> None:
         con.print(t, soft_wrap=True)
         if c.hint and c.status != "ok":
             con.print(Text(f"    → {c.hint}", style="dim"), soft_wrap=True)
+    _done(con)

@@ -213,3 +213,24 @@ def test_an_interrupt_reaches_the_agent(ws_self, firejail):
     out, _ = proc.communicate(timeout=20)
     assert "GOT-SIGNAL" in out  # firejail forwards it as SIGTERM; the agent's handler ran
     assert proc.returncode != 0
+
+
+def test_a_slow_scan_shows_a_status_on_a_terminal_only(ws_self, firejail, tmp_world):
+    require("script")
+    slow = tmp_world / "slowbin"
+    slow.mkdir()
+    (slow / "git").write_text(f'#!/bin/sh\nsleep 0.3\nexec {require("git")} "$@"\n')
+    (slow / "git").chmod(0o755)
+    env = ws_self.env({"PATH": f"{slow}:{os.environ['PATH']}"})
+    proc = subprocess.run(
+        ["script", "-qec", f"{AIS} -- echo AGENT-OUTPUT", "/dev/null"],
+        cwd=ws_self.repo,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "reading the repository" in proc.stdout and "AGENT-OUTPUT" in proc.stdout
+    assert "\x1b[?25h" in proc.stdout  # the status ended (cursor shown again) before the agent started
+    res = ws_self.run("--", "echo", "AGENT-OUTPUT", env={"PATH": env["PATH"]})
+    assert res.out == "AGENT-OUTPUT\n" and res.err == ""  # not a terminal: not a byte of ours

@@ -18,12 +18,14 @@ $(BIN)/pytest: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	@touch $@
 
-# The real sandbox tools the tests need; installed when missing (Debian/Ubuntu).
+# The real sandbox tools the tests need, the shells they start agents from, and npm for the real agent
+# CLIs (tests/agents); installed when missing (Debian/Ubuntu).
 system-deps:
 	@missing=""; \
-	for tool in firejail git git-crypt setpriv; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	for tool in firejail git git-crypt setpriv zsh fish; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
 	missing=$$(echo "$$missing" | sed 's/setpriv/util-linux/'); \
 	$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \

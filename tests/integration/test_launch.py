@@ -234,3 +234,14 @@ def test_a_slow_scan_shows_a_status_on_a_terminal_only(ws_self, firejail, tmp_wo
     assert "\x1b[?25h" in proc.stdout  # the status ended (cursor shown again) before the agent started
     res = ws_self.run("--", "echo", "AGENT-OUTPUT", env={"PATH": env["PATH"]})
     assert res.out == "AGENT-OUTPUT\n" and res.err == ""  # not a terminal: not a byte of ours
+
+
+def test_the_system_is_as_outside_except_var_tmp(ws, firejail):
+    """firejail's defaults remount /etc and /var read-only (noexec for users); the agent must not notice.
+    /usr stays read-only (no firejail option lifts it), which only root could notice: see the README."""
+    res = ws.run("--", "cat", "/proc/self/mountinfo")
+    assert res.rc == 0, res.err
+    points = {line.split()[4]: line.split()[5] for line in res.out.splitlines()}
+    for path in ("/etc", "/var", "/var/log", "/home"):
+        assert "ro" not in points.get(path, "rw").split(","), f"{path} is read-only inside: {points[path]}"
+    assert "noexec" not in points.get("/etc", "") + points.get("/var", "")

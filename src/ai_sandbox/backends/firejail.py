@@ -120,6 +120,11 @@ class Firejail:
             b"quiet",
             b"caps.drop all",  # root would otherwise read through the masks or unmount them
             b"nonewprivs",
+            # firejail remounts /etc and /var read-only (noexec for users) by default; the agent should
+            # find the system as it is outside. Only /var/tmp stays private: no option turns that off.
+            b"writable-etc",
+            b"writable-var",
+            b"writable-var-log",
         ]
         for m in policy.masks:
             lines.append(b"blacklist " + os.fsencode(m.path))

@@ -63,7 +63,9 @@ def _backend(ctx: typer.Context) -> str | None:
 @app.command()
 def explain(
     ctx: typer.Context,
-    paths: list[str] | None = typer.Argument(None, help="Paths to judge, relative to the current directory."),
+    paths: list[str] | None = typer.Argument(
+        None, metavar="PATH", help="Paths to judge, relative to the current directory."
+    ),
     as_json: bool = typer.Option(False, "--json", help="The same as stable JSON (documented in the README)."),
     agent: str = typer.Option(None, "--agent", help="Explain the policy for this agent's profile (its allowlist)."),
 ) -> None:
@@ -92,7 +94,7 @@ def explain(
 
 @app.command()
 def init(
-    directory: str = typer.Argument(".", metavar="[DIR]", help="A directory in the repository (default: here)."),
+    directory: str = typer.Argument(".", metavar="DIR", help="A directory in the repository (default: here)."),
     force: bool = typer.Option(False, "--force", help="Rewrite an existing .ai-sandbox.toml, keeping its entries."),
 ) -> None:
     """Write a commented .ai-sandbox.toml at the git root, with suggestions drawn from the repository."""

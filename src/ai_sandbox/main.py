@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ai_sandbox.errors import EXIT_INTERNAL, SandboxError, UsageError
+from ai_sandbox.errors import EXIT_INTERNAL, EXIT_USAGE, SandboxError, UsageError
 
 # Options of ai-sandbox itself; they come before the agent. cli.py documents the same set for --help,
 # and a test keeps the two in step.
@@ -94,5 +94,6 @@ def _typer(argv: list[str]) -> int:
     try:
         app(argv, prog_name="ai-sandbox", standalone_mode=True)
     except SystemExit as e:
-        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        return EXIT_USAGE if code == 2 else code  # click's usage errors: our documented 64
     return 0

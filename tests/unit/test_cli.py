@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -52,3 +53,21 @@ def test_launch_path_does_not_import_typer_rich_or_pathspec():
     )
     out = subprocess.run([AIS.replace("ai-sandbox", "python"), "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_command_usage_errors_exit_64_never_a_traceback():
+    for argv in (["explain", "--bogus"], ["init", "a", "b"], ["alias", "--shell"]):
+        proc = subprocess.run([AIS, *argv], capture_output=True, text=True)
+        assert proc.returncode == 64, (argv, proc.stderr)
+        assert "Traceback" not in proc.stderr and "Error:" in proc.stderr
+
+
+def test_a_broken_user_profile_is_one_line(tmp_path):
+    profiles = tmp_path / "ai-sandbox" / "profiles"
+    profiles.mkdir(parents=True)
+    (profiles / "claude.toml").write_text('executable = "claude"\nalow = []\n')
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}
+    proc = subprocess.run([AIS, "profiles"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 78
+    assert f"{profiles / 'claude.toml'}:2: unknown key `alow`" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -17,6 +17,7 @@ from ai_sandbox.patterns import Pattern
 PROJECT_FILE = ".ai-sandbox.toml"
 LEGACY_FILE = ".ai-sandbox"
 BACKENDS = ("auto", "firejail")
+MAX_ENTRIES = 10_000  # per list: beyond that a config is generated, not written, and matching it would crawl
 
 
 @dataclass
@@ -83,9 +84,21 @@ def strings(data: dict, key: str, path: str, text: str) -> list[tuple[str, int]]
             f"{path}:{_line_of(text, key)}: `{key}` must be a list of strings",
             f'write it as {key} = ["path/", "*.pem"]',
         )
+    if len(value) > MAX_ENTRIES:
+        raise ConfigError(
+            f"{path}:{_line_of(text, key)}: `{key}` has {len(value)} entries, more than {MAX_ENTRIES}",
+            "use directories or patterns (`secrets/`, `*.pem`) instead of listing files one by one",
+        )
     out = []
+    lines = text.splitlines()
+    cursor = _line_of(text, key) - 1  # values appear in order: search forward, once over the file
     for v in value:
-        line = _line_of(text, key, v)
+        needles = (repr(v)[1:-1], v)
+        for i in range(cursor, len(lines)):
+            if needles[0] in lines[i] or needles[1] in lines[i]:
+                cursor = i
+                break
+        line = cursor + 1
         if not v.strip() or "\0" in v:
             raise ConfigError(f"{path}:{line}: empty entry in `{key}`", "remove it")
         out.append((v, line))

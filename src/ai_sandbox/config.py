@@ -17,6 +17,7 @@ from ai_sandbox.patterns import Pattern
 PROJECT_FILE = ".ai-sandbox.toml"
 LEGACY_FILE = ".ai-sandbox"
 BACKENDS = ("auto", "firejail")
+ON_HIDDEN_CHANGE = ("end", "warn")
 MAX_ENTRIES = 10_000  # per list: beyond that a config is generated, not written, and matching it would crawl
 
 
@@ -29,6 +30,7 @@ class UserConfig:
     allow: list[Pattern] = field(default_factory=list)
     allow_dependencies: bool = True
     backend: str = "auto"
+    on_hidden_change: str = "end"  # a hidden path replaced during the session: end it, or only warn
 
 
 @dataclass
@@ -121,7 +123,7 @@ def load_user(env: dict[str, str] | os._Environ[str] = os.environ) -> UserConfig
         return cfg
     cfg.exists = True
     data, text = load_toml(path)
-    check_keys(data, {"block", "allow", "allow_dependencies", "backend"}, path, text)
+    check_keys(data, {"block", "allow", "allow_dependencies", "backend", "on_hidden_change"}, path, text)
     home = os.path.expanduser("~")
     for entry, line in strings(data, "block", path, text):
         source = f"{_tilde(path, home)}:{line}"
@@ -146,6 +148,13 @@ def load_user(env: dict[str, str] | os._Environ[str] = os.environ) -> UserConfig
             f"use one of: {', '.join(BACKENDS)}",
         )
     cfg.backend = backend
+    change = data.get("on_hidden_change", "end")
+    if change not in ON_HIDDEN_CHANGE:
+        raise ConfigError(
+            f"{path}:{_line_of(text, 'on_hidden_change')}: unknown on_hidden_change {change!r}",
+            f"use one of: {', '.join(ON_HIDDEN_CHANGE)}",
+        )
+    cfg.on_hidden_change = change
     return cfg
 
 

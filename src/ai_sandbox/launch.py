@@ -37,6 +37,7 @@ class Prepared:
     profile: profiles.Profile
     command: list[str]  # the agent's argv, executable resolved: what the backend wraps
     trees: list = field(default_factory=list)  # layers.Tree: what git listed
+    on_hidden_change: str = "end"
 
 
 def resolve_command(name: str, env: Mapping[str, str]) -> str:
@@ -140,7 +141,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
             CWD_HIDDEN, f"the current directory is hidden ({m.reason}); the agent will start in a masked directory", cwd
         )
     plan = backend.plan(policy, command, env)
-    return Prepared(policy, backend, plan, profile, command, collected.trees)
+    return Prepared(policy, backend, plan, profile, command, collected.trees, user_cfg.on_hidden_change)
 
 
 def write_files(files: Mapping[str, bytes]) -> None:
@@ -177,6 +178,10 @@ def run(req: Request) -> int:
         raise err
     _print_loud(prepared.policy)
     write_files(prepared.plan.files)
+    if prepared.policy.masks:
+        from ai_sandbox import watch  # noqa: PLC0415
+
+        watch.start(prepared.policy, prepared.on_hidden_change)
     _exec(prepared.plan.argv, prepared.plan.env)
     return 127  # not reached
 

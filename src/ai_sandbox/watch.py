@@ -1,0 +1,152 @@
+"""Guarding the masks while the agent runs.
+
+A mask is mounted on the file or directory that was at its path at launch. When something outside the
+sandbox replaces it (an editor saving `.env` through a temp file and a rename) or deletes and recreates
+it, the kernel detaches the mask inside the sandbox and the new content is readable there. A small
+watcher, forked before the exec, notices such a change (inotify on the masks' directories, and a full
+re-check every few seconds for what inotify cannot see, such as a renamed ancestor) and ends the session,
+or only warns when the user chose `on_hidden_change = "warn"`. It exits as soon as the sandbox does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import select
+import signal
+import struct
+import sys
+
+from ai_sandbox.policy import Policy
+
+RECHECK = 2.0  # seconds between full re-checks
+MAX_WATCHES = 2048  # directories watched with inotify; masks beyond that rely on the full re-check
+_IN_CREATE, _IN_DELETE, _IN_MOVED_FROM, _IN_MOVED_TO = 0x100, 0x200, 0x40, 0x80
+_IN_DELETE_SELF, _IN_MOVE_SELF, _IN_IGNORED, _IN_Q_OVERFLOW = 0x400, 0x800, 0x8000, 0x4000
+_IN_ONLYDIR, _IN_NONBLOCK, _IN_CLOEXEC = 0x01000000, 0o4000, 0o2000000
+_EVENT = struct.Struct("iIII")
+
+
+def start(policy: Policy, mode: str) -> None:
+    """Fork the watcher for this process, which is about to become the sandbox; returns in the parent."""
+    if mode == "off" or not policy.masks:
+        return
+    target = os.getpid()
+    paths = [m.path for m in policy.masks]
+    try:
+        pid = os.fork()
+    except OSError:
+        return  # no watcher rather than no agent; the gap is documented
+    if pid != 0:
+        return
+    code = 0
+    try:
+        _child(paths, target, mode)
+    except BaseException:  # noqa: BLE001 — a watcher must never print a traceback over the agent's screen
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _ident(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _child(paths: list[str], target: int, mode: str) -> None:
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP):
+        signal.signal(sig, signal.SIG_IGN)  # Ctrl-C is for the agent; the watcher must outlive it
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)  # hold no pipe the caller waits on, except stderr for the message
+    known = {p: _ident(p) for p in paths}
+    reported: set[str] = set()
+    alive = _liveness(target)
+    ifd, by_wd = _inotify(paths)
+    fds = [f for f in (alive, ifd) if f is not None]
+    while True:
+        ready, _, _ = select.select(fds, [], [], RECHECK if alive is not None else 0.5)
+        if alive is None and os.getppid() != target:
+            return
+        if alive in ready:
+            return
+        suspects = paths
+        if ifd in ready:
+            touched = _events(ifd, by_wd, known)
+            suspects = paths if touched is None else touched
+        for path in suspects:
+            now = _ident(path)
+            if now is not None and now != known[path] and path not in reported:
+                reported.add(path)
+                _act(path, target, mode, alive)
+                if mode != "warn":
+                    return
+
+
+def _liveness(target: int) -> int | None:
+    try:
+        return os.pidfd_open(target)
+    except (AttributeError, OSError):
+        return None  # old kernel: poll the parent pid instead
+
+
+def _inotify(paths: list[str]) -> tuple[int | None, dict[int, str]]:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+    except (OSError, AttributeError):
+        return None, {}
+    if fd < 0:
+        return None, {}
+    mask = _IN_CREATE | _IN_DELETE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ONLYDIR
+    by_wd: dict[int, str] = {}
+    for d in sorted({os.path.dirname(p) for p in paths})[:MAX_WATCHES]:
+        wd = libc.inotify_add_watch(fd, os.fsencode(d), mask)
+        if wd >= 0:
+            by_wd[wd] = d
+    return fd, by_wd
+
+
+def _events(fd: int, by_wd: dict[int, str], known: dict[str, tuple[int, int] | None]) -> list[str] | None:
+    """The masked paths an inotify batch may have touched; None means re-check everything."""
+    try:
+        data = os.read(fd, 65536)
+    except BlockingIOError:
+        return []
+    out: list[str] = []
+    i = 0
+    while i + _EVENT.size <= len(data):
+        wd, mask, _cookie, length = _EVENT.unpack_from(data, i)
+        name = data[i + _EVENT.size : i + _EVENT.size + length].rstrip(b"\0")
+        i += _EVENT.size + length
+        if mask & (_IN_DELETE_SELF | _IN_MOVE_SELF | _IN_IGNORED | _IN_Q_OVERFLOW):
+            return None
+        d = by_wd.get(wd)
+        if d is not None and name:
+            path = os.path.join(d, os.fsdecode(name))
+            if path in known:
+                out.append(path)
+    return out
+
+
+def _act(path: str, target: int, mode: str, alive: int | None) -> None:
+    if mode == "warn":
+        msg = f"ai-sandbox: warning: {path} was replaced outside the sandbox; its new content is readable inside"
+    else:
+        msg = (
+            f"ai-sandbox: {path} was replaced outside the sandbox, which would make its new content readable "
+            'inside: ending the session (on_hidden_change = "warn" in config.toml keeps it running)'
+        )
+    with contextlib.suppress(OSError):
+        sys.stderr.write("\r\n" + msg + "\r\n")
+        sys.stderr.flush()
+    if mode == "warn":
+        return
+    with contextlib.suppress(OSError):
+        os.kill(target, signal.SIGTERM)  # firejail passes it to the agent and tears the sandbox down
+        if alive is not None and not select.select([alive], [], [], 3.0)[0]:
+            os.kill(target, signal.SIGKILL)  # an agent that ignores SIGTERM

@@ -1,0 +1,111 @@
+"""Hidden paths changed from outside while the agent runs: the mask is on the old file, so a replaced
+file would be readable inside. The watcher ends the session (or warns, if the user chose that)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import AIS, _chown
+
+pytestmark = pytest.mark.sandbox
+
+# Reads the hidden file once, well after the test replaced it: the session must be over by then.
+SCRIPT = 'trap "" INT; echo READY; sleep 2.5; cat .env secrets/key 2>/dev/null; echo SURVIVED'
+
+
+def _start(ws, script: str = SCRIPT) -> subprocess.Popen:
+    cmd = [AIS, "--", "sh", "-c", script]
+    if ws.user:
+        _chown(ws.base, ws.user)
+        cmd = ["setpriv", f"--reuid={ws.user.uid}", f"--regid={ws.user.gid}", "--clear-groups", "--", *cmd]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ws.repo,
+        env=ws.env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, like a job in a terminal
+    )
+    assert proc.stdout.readline() == "READY\n"
+    return proc
+
+
+def _secrets(ws) -> None:
+    ws.write(".gitignore", ".env\nsecrets/\n")
+    ws.write(".env", "OLD-SECRET\n")
+    ws.write("secrets/key", "OLD-DIR-SECRET\n")
+
+
+def _replace(path, content: str) -> None:
+    """What an editor does on save: write a temp file, rename it over the original."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(content)
+    tmp.chmod(0o644)
+    os.replace(tmp, path)
+
+
+def test_a_hidden_file_replaced_outside_ends_the_session(ws, firejail):
+    _secrets(ws)
+    proc = _start(ws)
+    started = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in the terminal reaches the whole job, watcher included
+    time.sleep(0.3)
+    _replace(ws.repo / ".env", "NEW-SECRET\n")
+    out, err = proc.communicate(timeout=20)
+    assert time.monotonic() - started < 2.3, "the session outlived the replacement"
+    assert "NEW-SECRET" not in out and "SURVIVED" not in out
+    assert proc.returncode != 0
+    assert f"{ws.repo}/.env was replaced outside the sandbox" in err and "ending the session" in err
+
+
+def test_a_hidden_directory_replaced_outside_ends_the_session(ws, firejail):
+    _secrets(ws)
+    proc = _start(ws)
+    os.rename(ws.repo / "secrets", ws.repo / "secrets.old")
+    (ws.repo / "secrets").mkdir()
+    (ws.repo / "secrets" / "key").write_text("NEW-DIR-SECRET\n")
+    (ws.repo / "secrets").chmod(0o755)
+    (ws.repo / "secrets" / "key").chmod(0o644)
+    out, err = proc.communicate(timeout=20)
+    assert "NEW-DIR-SECRET" not in out and "SURVIVED" not in out
+    assert f"{ws.repo}/secrets was replaced" in err
+
+
+def test_writing_a_hidden_file_in_place_keeps_it_hidden_and_the_session(ws, firejail):
+    _secrets(ws)
+    proc = _start(ws)
+    with open(ws.repo / ".env", "a") as f:  # same file: the mask still covers it
+        f.write("APPENDED-SECRET\n")
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert "SURVIVED" in out
+    assert "SECRET" not in out and "replaced" not in err
+
+
+def test_warn_mode_keeps_the_session_and_says_so(ws, firejail):
+    _secrets(ws)
+    ws.config_file.write_text('on_hidden_change = "warn"\n')
+    proc = _start(ws)
+    _replace(ws.repo / ".env", "NEW-SECRET\n")
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0 and "SURVIVED" in out
+    assert f"warning: {ws.repo}/.env was replaced outside the sandbox" in err
+    # the gap the user accepted: the new file is not hidden
+    assert "NEW-SECRET" in out
+
+
+def test_the_watcher_leaves_with_the_agent(ws_self, firejail):
+    _secrets(ws_self)
+    started = time.monotonic()
+    res = ws_self.run("--", "true")  # captured pipes: a lingering watcher would hold them open
+    assert res.rc == 0 and time.monotonic() - started < 5
+    time.sleep(0.2)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert f"{AIS} -- true" not in ps

@@ -19,6 +19,8 @@ def user_cfg(tmp_path, text: str) -> config.UserConfig:
 def test_missing_user_config_is_the_empty_default(tmp_path):
     cfg = config.load_user({"XDG_CONFIG_HOME": str(tmp_path)})
     assert not cfg.exists and cfg.block_paths == [] and cfg.allow_dependencies
+    assert cfg.on_hidden_change == "end"
+    assert user_cfg(tmp_path, 'on_hidden_change = "warn"\n').on_hidden_change == "warn"
 
 
 def test_user_block_paths_and_patterns(tmp_path, monkeypatch):
@@ -40,6 +42,8 @@ def test_user_block_paths_and_patterns(tmp_path, monkeypatch):
         ('\n\nblok = ["x"]', ":3: unknown key `blok`"),
         ('allow = ["../up"]', "outside the project"),
         ('block = ["~nosuchuser/x"]', "cannot expand"),
+        ('on_hidden_change = "ignore"', ":1: unknown on_hidden_change 'ignore'"),
+        ("block = [" + ", ".join(['"x"'] * 10_001) + "]", "more than 10000"),
     ],
 )
 def test_user_config_errors(tmp_path, text, fragment):

@@ -22,13 +22,7 @@ AGENT is a profile name (claude, codex, aider, gemini, opencode) or any executab
 after AGENT, or after `--`, goes to the agent verbatim. Hidden: git-ignored paths, git-crypt files and
 key, `block` entries of .ai-sandbox.toml and of ~/.config/ai-sandbox/config.toml.
 
-\b
-Commands (a program with one of these names runs with `ai-sandbox -- NAME`):
-  explain [PATH]...   what is hidden and why; or, for each PATH, hidden or readable and by which rule
-  init [DIR]          write a commented .ai-sandbox.toml for the repository
-  doctor              check that the sandbox works here
-  alias               shell functions so `claude` runs `ai-sandbox claude`
-  profiles            the known agents, and which are installed
+A program named like one of the commands below runs with `ai-sandbox -- NAME`.
 """
 
 app = typer.Typer(

@@ -18,11 +18,13 @@ $(BIN)/pytest: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	@touch $@
 
-# The real sandbox tools the tests need, the shells they start agents from, and npm for the real agent
-# CLIs (tests/agents); installed when missing (Debian/Ubuntu).
+# The real sandbox tools the tests need (podman, runc and a static busybox for the container backend),
+# the shells they start agents from, and npm for the real agent CLIs (tests/agents); installed when
+# missing (Debian/Ubuntu).
 system-deps:
 	@missing=""; \
-	for tool in firejail git git-crypt setpriv zsh fish; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	for tool in firejail git git-crypt setpriv zsh fish podman runc; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	dpkg -s busybox-static >/dev/null 2>&1 || missing="$$missing busybox-static"; \
 	missing=$$(echo "$$missing" | sed 's/setpriv/util-linux/'); \
 	$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
@@ -40,6 +42,11 @@ test: system-deps $(BIN)/pytest lint
 
 unit: $(BIN)/pytest
 	$(BIN)/pytest -q tests/unit
+
+# Launch time against the bare backend on three cached fixture repositories (bench/bench.py says how);
+# `make bench BENCH_ARGS=--quick` for the two small ones.
+bench: $(BIN)/pytest system-deps
+	$(BIN)/python bench/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -40,7 +40,17 @@ app = typer.Typer(
 def root(
     ctx: typer.Context,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and the backend command; run nothing."),
-    backend: str = typer.Option(None, "--backend", help="Sandbox backend: auto or firejail (config: backend)."),
+    backend: str = typer.Option(
+        None,
+        "--backend",
+        help="Sandbox backend: auto, firejail or docker (config: backend; auto is firejail on Linux, docker on macOS).",
+    ),
+    engine: str = typer.Option(
+        None, "--engine", help="Container CLI for the docker backend: docker or podman (config: engine)."
+    ),
+    image: str = typer.Option(
+        None, "--image", help="Image for the docker backend (config: image; a profile may set its own)."
+    ),
     debug: bool = typer.Option(False, "--debug", help="Show a traceback on internal errors."),
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
 ) -> None:
@@ -50,8 +60,9 @@ def root(
         raise typer.Exit(64)
 
 
-def _backend(ctx: typer.Context) -> str | None:
-    return (ctx.parent.params.get("backend") if ctx.parent else None) or None
+def _root_opts(ctx: typer.Context) -> dict[str, str | None]:
+    params = ctx.parent.params if ctx.parent else {}
+    return {k: params.get(k) or None for k in ("backend", "engine", "image")}
 
 
 @app.command()
@@ -71,9 +82,7 @@ def explain(
     from ai_sandbox.launch import Request, prepare
 
     cwd = os.path.realpath(os.getcwd())
-    req = Request(
-        argv=[agent or "AGENT"], is_command=agent is None, backend=_backend(ctx), cwd=cwd, env=dict(os.environ)
-    )
+    req = Request(argv=[agent or "AGENT"], is_command=agent is None, cwd=cwd, env=dict(os.environ), **_root_opts(ctx))
     prepared = prepare(req, detail=True, resolve=False)
     table = nested.mounts()
     unenforced = nested.unenforced(prepared.policy, table) if nested.inside_sandbox(table) else None
@@ -119,7 +128,7 @@ def doctor(ctx: typer.Context) -> None:
     from ai_sandbox import doctor as doctor_mod
     from ai_sandbox import report
 
-    results = doctor_mod.run_all(dict(os.environ), _backend(ctx), os.path.realpath(os.getcwd()))
+    results = doctor_mod.run_all(dict(os.environ), _root_opts(ctx), os.path.realpath(os.getcwd()))
     report.checks(results)
     failed = [c for c in results if c.status == "fail"]
     if failed:

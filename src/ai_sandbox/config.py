@@ -16,7 +16,8 @@ from ai_sandbox.patterns import Pattern
 
 PROJECT_FILE = ".ai-sandbox.toml"
 LEGACY_FILE = ".ai-sandbox"
-BACKENDS = ("auto", "firejail")
+BACKENDS = ("auto", "firejail", "docker")
+ENGINES = ("docker", "podman")
 ON_HIDDEN_CHANGE = ("end", "warn")
 MAX_ENTRIES = 10_000  # per list: beyond that a config is generated, not written, and matching it would crawl
 
@@ -31,6 +32,9 @@ class UserConfig:
     allow_dependencies: bool = True
     backend: str = "auto"
     on_hidden_change: str = "end"  # a hidden path replaced during the session: end it, or only warn
+    engine: str = "docker"  # the docker backend's container CLI
+    image: str = ""
+    mounts: list[str] = field(default_factory=list)  # more host paths for the docker backend
 
 
 @dataclass
@@ -123,7 +127,12 @@ def load_user(env: dict[str, str] | os._Environ[str] = os.environ) -> UserConfig
         return cfg
     cfg.exists = True
     data, text = load_toml(path)
-    check_keys(data, {"block", "allow", "allow_dependencies", "backend", "on_hidden_change"}, path, text)
+    check_keys(
+        data,
+        {"block", "allow", "allow_dependencies", "backend", "on_hidden_change", "engine", "image", "mounts"},
+        path,
+        text,
+    )
     home = os.path.expanduser("~")
     for entry, line in strings(data, "block", path, text):
         source = f"{_tilde(path, home)}:{line}"
@@ -155,6 +164,25 @@ def load_user(env: dict[str, str] | os._Environ[str] = os.environ) -> UserConfig
             f"use one of: {', '.join(ON_HIDDEN_CHANGE)}",
         )
     cfg.on_hidden_change = change
+    engine = data.get("engine", "docker")
+    if engine not in ENGINES:
+        raise ConfigError(
+            f"{path}:{_line_of(text, 'engine')}: unknown engine {engine!r}", f"use one of: {', '.join(ENGINES)}"
+        )
+    cfg.engine = engine
+    image = data.get("image", "")
+    if not isinstance(image, str):
+        raise ConfigError(
+            f"{path}:{_line_of(text, 'image')}: `image` must be a string", 'e.g. image = "ai-sandbox-agent"'
+        )
+    cfg.image = image
+    for entry, line in strings(data, "mounts", path, text):
+        expanded = os.path.expanduser(entry)
+        if not os.path.isabs(expanded):
+            raise ConfigError(
+                f"{path}:{line}: mount {entry!r} is not an absolute or ~/ path", 'e.g. mounts = ["~/.gitconfig"]'
+            )
+        cfg.mounts.append(entry)
     return cfg
 
 

@@ -26,11 +26,19 @@ class Check:
     hint: str = ""
 
 
-def run_all(env: Mapping[str, str], backend_name: str | None, cwd: str) -> list[Check]:
+def run_all(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: str) -> list[Check]:
+    """opts: the launch options given before the command (backend, engine, image)."""
+    from ai_sandbox.backends import Settings  # noqa: PLC0415
+
     checks: list[Check] = []
     user_cfg = _config_checks(env, checks)
-    name = backend_name or (user_cfg.backend if user_cfg else "auto")
-    checks += _backend_checks(name, env)
+    name = opts.get("backend") or (user_cfg.backend if user_cfg else "auto")
+    settings = Settings(
+        engine=opts.get("engine") or (user_cfg.engine if user_cfg else "docker"),
+        image=opts.get("image") or (user_cfg.image if user_cfg else ""),
+        cwd=cwd,
+    )
+    checks += _backend_checks(name, env, settings)
     checks.append(_tool("git", ["git", "--version"], required=True, hint="sudo apt-get install git"))
     checks.append(
         _tool(
@@ -46,7 +54,7 @@ def run_all(env: Mapping[str, str], backend_name: str | None, cwd: str) -> list[
             Check("nesting", "ok", "running inside a sandbox: a launch here runs directly if its masks are in force")
         )
     if user_cfg is not None and not any(c.status == "fail" and c.name == "git" for c in checks):
-        checks.append(_policy_check(env, backend_name, cwd))
+        checks.append(_policy_check(env, opts, cwd))
     return checks
 
 
@@ -66,11 +74,11 @@ def _config_checks(env: Mapping[str, str], checks: list[Check]) -> config.UserCo
     return user_cfg
 
 
-def _backend_checks(name: str, env: Mapping[str, str]) -> list[Check]:
+def _backend_checks(name: str, env: Mapping[str, str], settings) -> list[Check]:  # noqa: ANN001
     from ai_sandbox.backends import select  # noqa: PLC0415
 
     try:
-        backend = select(name)
+        backend = select(name, settings)
     except SandboxError as e:
         return [Check("backend", "fail", e.message, e.hint)]
     err = backend.unavailable()
@@ -83,13 +91,11 @@ def _backend_checks(name: str, env: Mapping[str, str]) -> list[Check]:
 
 def _selftest(backend, env: Mapping[str, str]) -> Check:  # noqa: ANN001
     """Hide a temp file, read it and its visible sibling from inside: only the sibling may come back."""
-    from ai_sandbox.launch import write_files  # noqa: PLC0415
+    from ai_sandbox.launch import make_dirs, write_files  # noqa: PLC0415
     from ai_sandbox.policy import GLOBAL, Mask, Policy  # noqa: PLC0415
 
     name = f"sandbox hides files ({backend.name})"
-    base = tempfile.mkdtemp(
-        prefix="ai-sandbox-doctor-",
-    )
+    base = tempfile.mkdtemp(prefix="ai-sandbox-doctor-")
     try:
         secret, visible = os.path.join(base, "secret"), os.path.join(base, "visible")
         token = os.urandom(8).hex()
@@ -98,8 +104,9 @@ def _selftest(backend, env: Mapping[str, str]) -> Check:  # noqa: ANN001
         with open(visible, "w") as f:
             f.write(f"VISIBLE-{token}\n")
         policy = Policy(root=base, in_git=False, masks=[Mask(secret, False, GLOBAL, "doctor")])
-        sh = shutil.which("sh") or "/bin/sh"
+        sh = (shutil.which("sh") or "/bin/sh") if backend.host_commands else "sh"
         plan = backend.plan(policy, [sh, "-c", f"cat {shlex.quote(visible)}; cat {shlex.quote(secret)}"], env)
+        make_dirs(plan.dirs)
         write_files(plan.files)
         try:
             proc = subprocess.run(
@@ -170,13 +177,11 @@ def _userns() -> Check:
     return Check("user namespaces", "ok", f"available (max {count})")
 
 
-def _policy_check(env: Mapping[str, str], backend_name: str | None, cwd: str) -> Check:
+def _policy_check(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: str) -> Check:
     from ai_sandbox.launch import Request, prepare  # noqa: PLC0415
 
     try:
-        prepared = prepare(
-            Request(argv=["true"], is_command=True, backend=backend_name, cwd=cwd, env=env), resolve=False
-        )
+        prepared = prepare(Request(argv=["true"], is_command=True, cwd=cwd, env=env, **opts), resolve=False)
     except SandboxError as e:
         return Check("project policy", "fail", e.message, e.hint)
     p = prepared.policy

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ai_sandbox import config, layers, nested, profiles, project
-from ai_sandbox.backends import Backend, LaunchPlan, select
+from ai_sandbox.backends import Backend, LaunchPlan, Settings, select
 from ai_sandbox.errors import NotFoundError, UnavailableError
 from ai_sandbox.patterns import Pattern, PatternSet
 from ai_sandbox.policy import CONFIG, CWD_HIDDEN, LOUD, NOT_GIT, Notice, Policy, build
@@ -25,6 +25,8 @@ class Request:
     is_command: bool = False  # given after `--`: never looked up as a profile
     dry_run: bool = False
     backend: str | None = None
+    engine: str | None = None
+    image: str | None = None
     cwd: str = ""
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
@@ -96,16 +98,26 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
     env = req.env
     cwd = os.path.realpath(req.cwd or os.getcwd())
     user_cfg = config.load_user(env)
-    backend = select(req.backend or user_cfg.backend)
     profile = None if req.is_command else profiles.find(req.argv[0], config.config_home(env))
     if profile is None:
         profile = profiles.generic(req.argv[0])
-    try:
-        executable = resolve_command(profile.executable, env)
-    except NotFoundError:
-        if resolve:
-            raise
-        executable = profile.executable
+    settings = Settings(
+        engine=req.engine or user_cfg.engine,
+        image=req.image or profile.image or user_cfg.image,
+        home=profile.home,
+        mounts=user_cfg.mounts,
+        cwd=cwd,
+    )
+    backend = select(req.backend or user_cfg.backend, settings)
+    if not backend.host_commands:
+        executable = profile.executable  # found on the image's PATH, not the host's
+    else:
+        try:
+            executable = resolve_command(profile.executable, env)
+        except NotFoundError:
+            if resolve:
+                raise
+            executable = profile.executable
     command = [executable, *req.argv[1:]]
 
     repo = project.find_repo(cwd)
@@ -144,6 +156,12 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
     return Prepared(policy, backend, plan, profile, command, collected.trees, user_cfg.on_hidden_change)
 
 
+def make_dirs(dirs: Mapping[str, int]) -> None:
+    for path, mode in dirs.items():
+        os.makedirs(path, mode=mode, exist_ok=True)
+        os.chmod(path, mode)
+
+
 def write_files(files: Mapping[str, bytes]) -> None:
     """Generated files are content-addressed: reuse one that holds exactly these bytes, else (re)write it."""
     for path, content in files.items():
@@ -177,6 +195,7 @@ def run(req: Request) -> int:
     if err is not None:
         raise err
     _print_loud(prepared.policy)
+    make_dirs(prepared.plan.dirs)
     write_files(prepared.plan.files)
     if prepared.policy.masks:
         from ai_sandbox import watch  # noqa: PLC0415

@@ -12,7 +12,7 @@ from ai_sandbox.errors import EXIT_INTERNAL, EXIT_USAGE, SandboxError, UsageErro
 # Options of ai-sandbox itself; they come before the agent. cli.py documents the same set for --help,
 # and a test keeps the two in step.
 FLAGS = {"--dry-run", "--debug"}
-VALUED = {"--backend"}
+VALUED = {"--backend", "--engine", "--image"}
 HELP = {"-h", "--help"}
 SUBCOMMANDS = {"explain", "init", "doctor", "alias", "profiles"}
 
@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
             is_command=is_command,
             dry_run=bool(opts.get("--dry-run")),
             backend=opts.get("--backend") or None,  # type: ignore[arg-type]
+            engine=opts.get("--engine") or None,  # type: ignore[arg-type]
+            image=opts.get("--image") or None,  # type: ignore[arg-type]
             env=dict(os.environ),
         )
         return run(req)

@@ -54,6 +54,7 @@ class Profile:
     description: str = ""
     allow: list[Pattern] = field(default_factory=list)
     home: list[str] = field(default_factory=list)
+    image: str = ""  # the docker backend's image for this agent, if not the configured one
     path: str = ""  # the file it came from; empty for the generic fallback
 
 
@@ -88,7 +89,7 @@ def load(path: str) -> Profile:
     from ai_sandbox.config import check_keys, load_toml, strings  # noqa: PLC0415
 
     data, text = load_toml(path)
-    check_keys(data, {"description", "executable", "allow", "home"}, path, text)
+    check_keys(data, {"description", "executable", "allow", "home", "image"}, path, text)
     name = os.path.basename(path).removesuffix(".toml")
     exe = data.get("executable", name)
     if not isinstance(exe, str) or not exe:
@@ -98,7 +99,10 @@ def load(path: str) -> Profile:
         raise ConfigError(f"{path}: `description` must be a string")
     allow = [Pattern(p, f"profile {name}") for p, _ in strings(data, "allow", path, text)]
     home = [p for p, _ in strings(data, "home", path, text)]
-    return Profile(name=name, executable=exe, description=desc, allow=allow, home=home, path=path)
+    image = data.get("image", "")
+    if not isinstance(image, str):
+        raise ConfigError(f"{path}: `image` must be a string")
+    return Profile(name=name, executable=exe, description=desc, allow=allow, home=home, image=image, path=path)
 
 
 def available(config_home: str) -> list[Profile]:

@@ -20,10 +20,23 @@ class LaunchPlan:
     argv: list[str]  # what is exec'd
     env: dict[str, str]  # its environment
     files: dict[str, bytes] = field(default_factory=dict)  # written before the exec (generated profiles)
+    dirs: dict[str, int] = field(default_factory=dict)  # created (with this mode) before the exec
+
+
+@dataclass
+class Settings:
+    """What a backend may need beyond the policy; firejail needs none of it."""
+
+    engine: str = "docker"  # the container CLI: docker or podman
+    image: str = ""
+    home: list[str] = field(default_factory=list)  # the agent's home state (its profile's `home`)
+    mounts: list[str] = field(default_factory=list)  # the user's extra paths for the container
+    cwd: str = ""
 
 
 class Backend(Protocol):
     name: str
+    host_commands: bool  # the agent is a program of this machine (firejail), or of an image (docker)
 
     def unavailable(self) -> UnavailableError | None:
         """Why this backend cannot run here, with the fix; None when it can."""
@@ -38,25 +51,29 @@ class Backend(Protocol):
         """The command that runs argv under the policy with env passed through."""
 
 
-def _firejail() -> Backend:
+def _firejail(settings: Settings) -> Backend:
     from ai_sandbox.backends.firejail import Firejail  # noqa: PLC0415
 
     return Firejail()
 
 
-REGISTRY = {"firejail": _firejail}
+def _docker(settings: Settings) -> Backend:
+    from ai_sandbox.backends.docker import Docker  # noqa: PLC0415
+
+    return Docker(settings)
 
 
-def select(name: str) -> Backend:
+REGISTRY = {"firejail": _firejail, "docker": _docker}
+
+
+def select(name: str, settings: Settings | None = None) -> Backend:
     if name == "auto":
-        if sys.platform.startswith("linux"):
-            name = "firejail"
-        else:
+        name = "docker" if sys.platform == "darwin" else "firejail"
+        if not sys.platform.startswith(("linux", "darwin")):
             raise UnavailableError(
-                f"no sandbox backend for {sys.platform} yet",
-                "ai-sandbox runs on Linux with firejail; the container backend for macOS is planned",
+                f"no sandbox backend for {sys.platform}", "ai-sandbox runs on Linux (firejail) and macOS (docker)"
             )
     factory = REGISTRY.get(name)
     if factory is None:
         raise UsageError(f"unknown backend {name!r}", f"use one of: auto, {', '.join(REGISTRY)}")
-    return factory()
+    return factory(settings or Settings())

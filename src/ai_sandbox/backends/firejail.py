@@ -77,6 +77,7 @@ def install_hint() -> str:
 
 class Firejail:
     name = "firejail"
+    host_commands = True
 
     def __init__(self) -> None:
         self.executable = shutil.which("firejail")

@@ -1,0 +1,154 @@
+"""The container backend driven through podman (the same command line as docker) with a busybox image:
+the project readable and writable back to the host, every layer's secrets hidden, allowlists honoured,
+the environment passed through, exit codes, odd paths."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import _new_repo
+
+pytestmark = pytest.mark.sandbox
+
+READ_ALL = "cat .env secrets/key infra/prod.tfvars creds.txt src/app.py .claude/settings.json node_modules/x/i.js; ls -a secrets; true"
+
+
+def _layers(ws) -> None:
+    ws.write(".gitignore", ".env\nsecrets/\n.claude/\nnode_modules/\n")
+    ws.write("src/app.py", "SOURCE-VISIBLE\n")
+    ws.write("infra/prod.tfvars", "SECRET-EXPLICIT\n")
+    ws.write(".ai-sandbox.toml", 'block = ["*.tfvars"]\n')
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "layers")
+    ws.write(".env", "SECRET-IGNORED\n")
+    ws.write("secrets/key", "SECRET-DIR\n")
+    ws.write("creds.txt", "SECRET-GLOBAL\n")
+    ws.write(".claude/settings.json", "TOOL-VISIBLE\n")
+    ws.write("node_modules/x/i.js", "DEP-VISIBLE\n")
+    ws.config_file.write_text('block = ["creds.txt"]\n')
+
+
+def test_every_layer_hidden_and_allowlists_honoured(ws_self, container):
+    _layers(ws_self)
+    res = container("--", "sh", "-c", READ_ALL)
+    assert res.rc == 0, res.err
+    for visible in ("SOURCE-VISIBLE", "TOOL-VISIBLE", "DEP-VISIBLE"):
+        assert visible in res.out
+    assert "SECRET" not in res.out and "key" not in res.out.split()
+
+
+def test_git_crypt_key_and_files_hidden(ws_self, container):
+    ws_self.write(".gitattributes", "vault/** filter=git-crypt diff=git-crypt\n")
+    ws_self.write("vault/token", "SECRET-CRYPT\n")
+    ws_self.git("add", ".gitattributes")
+    ws_self.git("commit", "-qm", "attrs")
+    key = ws_self.repo / ".git" / "git-crypt" / "keys"
+    key.mkdir(parents=True)
+    (key / "default").write_text("SECRET-KEY\n")
+    res = container("--", "sh", "-c", "cat vault/token .git/git-crypt/keys/default README.md; true")
+    assert res.rc == 0, res.err
+    assert "readme" in res.out and "SECRET" not in res.out
+
+
+def test_the_project_is_writable_back_to_the_host_at_the_same_path(ws_self, container):
+    (ws_self.repo / "sub").mkdir()
+    res = container("--", "sh", "-c", 'pwd; echo written > from-container; echo "$HOME"', cwd=ws_self.repo / "sub")
+    assert res.rc == 0, res.err
+    lines = res.out.splitlines()
+    assert lines[0] == str(ws_self.repo / "sub")  # working directory: the current one, same absolute path
+    assert lines[1] == str(ws_self.home)  # HOME unchanged
+    made = ws_self.repo / "sub" / "from-container"
+    assert made.read_text() == "written\n"
+    assert made.stat().st_uid == os.getuid()  # owned by the caller
+
+
+def test_hidden_paths_cannot_be_written_through(ws_self, container):
+    _layers(ws_self)
+    res = container("--", "sh", "-c", "echo x > .env; echo y > secrets/new; rm -f secrets/key; true")
+    assert res.rc == 0
+    assert (ws_self.repo / ".env").read_text() == "SECRET-IGNORED\n"
+    assert sorted(p.name for p in (ws_self.repo / "secrets").iterdir()) == ["key"]
+
+
+def test_the_agents_home_state_is_mounted_read_write(ws_self, container, tmp_world):
+    profiles = ws_self.home / ".config" / "ai-sandbox" / "profiles"
+    profiles.mkdir()
+    (profiles / "fakeagent.toml").write_text('executable = "sh"\nhome = ["~/.fakeagent/", "~/.fakeagent.json"]\n')
+    (ws_self.home / ".fakeagent.json").write_text("{}\n")
+    (ws_self.home / "other-secret").write_text("SECRET-HOME\n")
+    script = 'echo state > ~/.fakeagent/state; echo "{1}" > ~/.fakeagent.json; cat ~/other-secret; ls ~; true'
+    res = container("fakeagent", "-c", script)
+    assert res.rc == 0, res.err
+    assert (ws_self.home / ".fakeagent" / "state").read_text() == "state\n"  # created, then written through
+    assert (ws_self.home / ".fakeagent.json").read_text() == "{1}\n"
+    assert "SECRET-HOME" not in res.out and "other-secret" not in res.out  # the rest of home is absent
+
+
+def test_user_mounts_and_global_blocks_inside_them(ws_self, container):
+    tools = ws_self.home / "tools"
+    tools.mkdir()
+    (tools / "visible.txt").write_text("MOUNT-VISIBLE\n")
+    (tools / "token").write_text("SECRET-IN-MOUNT\n")
+    ws_self.config_file.write_text(f'mounts = ["~/tools"]\nblock = ["{tools}/token"]\n')
+    res = container("--", "sh", "-c", f"cat {tools}/visible.txt {tools}/token; true")
+    assert res.rc == 0, res.err
+    assert "MOUNT-VISIBLE" in res.out and "SECRET-IN-MOUNT" not in res.out
+
+
+def test_environment_passes_through(ws_self, container):
+    extra = {
+        "MULTI_LINE": "line one\nline two\n\ttabbed",
+        "UNICODE_VALUE": "café ☕ 日本",
+        "EMPTY_VALUE": "",
+        "QUOTES": 'it\'s "quoted" $HOME `x`',
+        "TERM": "xterm-256color",
+        "DYLD_LIBRARY_PATH": "/nonsense/on/linux",
+    }
+    env = ws_self.env(extra)
+    res = container("--", "cat", "/proc/self/environ", env=extra)
+    assert res.rc == 0, res.err
+    inside = dict(item.split("=", 1) for item in res.out.split("\0") if item)
+    for name, value in env.items():
+        if name in ("PATH", "TMPDIR") or name.startswith("DYLD_"):
+            continue  # meaningless in a Linux container: PATH is the image's
+        assert inside.get(name) == value, name
+    assert "DYLD_LIBRARY_PATH" not in inside and inside["PATH"] == "/usr/bin:/bin"
+
+
+def test_exit_codes_and_arguments(ws_self, container):
+    assert container("--", "sh", "-c", "exit 7").rc == 7
+    args = ["it's", "$HOME", 'a"b', "", "x  y", "--help"]
+    res = container("--", "printf", "[%s]\\n", *args)
+    assert res.rc == 0, res.err
+    assert res.out == "".join(f"[{a}]\n" for a in args)
+
+
+def test_a_missing_image_fails_fast_with_how_to_build_one(ws_self, podman_env):
+    res = ws_self.run(
+        "--backend", "docker", "--engine", "podman", "--image", "no-such-image", "--", "true", env=podman_env
+    )
+    assert res.rc == 69
+    assert "image 'no-such-image' not found in podman" in res.err and "podman build -t no-such-image" in res.err
+    assert len(res.err.strip().splitlines()) == 1
+
+
+def test_odd_project_paths_and_odd_hidden_names(tmp_world, podman_env):
+    odd = tmp_world / 'my proj, "q":1 #x'
+    odd.mkdir()
+    w = _new_repo(odd, "root")
+    w.write(".gitignore", "*.secret\nhidden,dir/\n")
+    names = ["a,b.secret", 'q"uote.secret', "co:lon.secret", "sp ace.secret", "hash#.secret", "br[ack]et.secret"]
+    for i, n in enumerate(names):
+        w.write(n, f"SECRET-{i}\n")
+    w.write("hidden,dir/inner", "SECRET-DIR\n")
+    res = w.run(
+        "--backend", "docker", "--engine", "podman", "--image", "ai-sandbox-test-busybox",
+        "--", "sh", "-c", "cat ./*.secret hidden,dir/inner README.md; pwd; true",
+        env=podman_env,
+    )  # fmt: skip
+    assert res.rc == 0, res.err
+    assert "SECRET" not in res.out
+    assert "readme" in res.out and res.out.strip().endswith(str(Path(w.repo)))

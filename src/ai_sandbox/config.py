@@ -6,6 +6,7 @@ run the agent with fewer blocks than the user wrote.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -73,7 +74,7 @@ def _line_of(text: str, key: str, value: str | None = None) -> int:
     lines = text.splitlines()
     start = 0
     for i, line in enumerate(lines):
-        if re.match(rf"\s*{re.escape(key)}\s*=", line):
+        if re.match(rf"\s*(?:\[+\s*)?{re.escape(key)}\s*[=\].]", line):  # `key =`, `[key]`, `key.x =`
             start = i
             break
     if value is not None:
@@ -99,9 +100,11 @@ def strings(data: dict, key: str, path: str, text: str) -> list[tuple[str, int]]
     lines = text.splitlines()
     cursor = _line_of(text, key) - 1  # values appear in order: search forward, once over the file
     for v in value:
-        needles = (repr(v)[1:-1], v)
-        for i in range(cursor, len(lines)):
-            if needles[0] in lines[i] or needles[1] in lines[i]:
+        # the quoted value, so "b" is not found inside "ab"; an entry written another way (escapes, a
+        # multi-line string) is looked for over the next lines only, never the whole file again
+        needles = (json.dumps(v, ensure_ascii=False), json.dumps(v), f'"{v}"', f"'{v}'")
+        for i in range(cursor, min(len(lines), cursor + 200)):
+            if any(n in lines[i] for n in needles):
                 cursor = i
                 break
         line = cursor + 1
@@ -111,11 +114,21 @@ def strings(data: dict, key: str, path: str, text: str) -> list[tuple[str, int]]
     return out
 
 
+def _pattern_entry(entry: str, path: str, line: int, key: str) -> str:
+    """A pattern git's syntax reads as nothing must not be silently dropped from a block list."""
+    if entry.startswith("#") or entry.lstrip("!").strip() == "":
+        raise ConfigError(
+            f"{path}:{line}: `{key}` entry {entry!r} matches nothing (a comment or a bare `!` in gitignore syntax)",
+            "write \\# to match a name that starts with #",
+        )
+    return entry
+
+
 def check_keys(data: dict, allowed: set[str], path: str, text: str) -> None:
     for key in data:
         if key not in allowed:
             raise ConfigError(
-                f"{path}:{_line_of(text, key)}: unknown key `{key}`",
+                f"{path}:{_line_of(text, key)}: unknown key `{repr(key)[1:-1]}`",
                 f"known keys: {', '.join(sorted(allowed))}",
             )
 
@@ -135,6 +148,7 @@ def load_user(env: dict[str, str] | os._Environ[str] = os.environ) -> UserConfig
     )
     home = os.path.expanduser("~")
     for entry, line in strings(data, "block", path, text):
+        _pattern_entry(entry, path, line, "block")
         source = f"{_tilde(path, home)}:{line}"
         if entry.startswith(("/", "~")):
             expanded = os.path.expanduser(entry)
@@ -144,6 +158,7 @@ def load_user(env: dict[str, str] | os._Environ[str] = os.environ) -> UserConfig
         else:
             cfg.block_patterns.append(Pattern(entry, source))
     for entry, line in strings(data, "allow", path, text):
+        _pattern_entry(entry, path, line, "allow")
         _check_inside(entry, path, line, "allow")
         cfg.allow.append(Pattern(entry, f"{_tilde(path, home)}:{line}"))
     deps = data.get("allow_dependencies", True)
@@ -211,8 +226,10 @@ def load_project(root: str) -> ProjectConfig:
         data, text = load_toml(toml_path)
         check_keys(data, {"block", "allow"}, toml_path, text)
         for entry, line in strings(data, "block", toml_path, text):
+            _pattern_entry(entry, toml_path, line, "block")
             _add_block(cfg, entry, f"{PROJECT_FILE}:{line}", toml_path, line, home)
         for entry, line in strings(data, "allow", toml_path, text):
+            _pattern_entry(entry, toml_path, line, "allow")
             _check_inside(entry, toml_path, line, "allow")
             cfg.allow.append(Pattern(entry, f"{PROJECT_FILE}:{line}"))
     if os.path.isfile(legacy_path):

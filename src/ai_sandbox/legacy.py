@@ -112,6 +112,8 @@ class _Lexer:
                         self.line += 1
                     buf.append(c)
                     self.i += 1
+            elif c == "{" and _brace_expansion(t, self.i):
+                raise self.fail("`{…,…}` would be expanded by a shell into several paths; list each one")
             elif c == "\\":
                 if self.i + 1 < len(t):
                     if t[self.i + 1] == "\n":
@@ -123,6 +125,15 @@ class _Lexer:
                 buf.append(c)
                 self.i += 1
         return _Tok("word", "".join(buf), line)
+
+
+def _brace_expansion(t: str, i: int) -> bool:
+    """bash expands an unquoted {a,b} or {1..3} into several words."""
+    end = i + 1
+    while end < len(t) and t[end] not in " \t\r\n()}'\"":
+        end += 1
+    inner = t[i + 1 : end]
+    return end < len(t) and t[end] == "}" and ("," in inner or ".." in inner)
 
 
 def parse(text: str, path: str) -> LegacyConfig:

@@ -6,10 +6,18 @@ as `.claude/` or `.aider*`) are matched with fnmatch and pathspec is loaded only
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from ai_sandbox.errors import ConfigError
+
 _SPECIAL = frozenset("\\!^")  # escapes, negation and [^...] classes need the real parser
+# Stands for "\n" in what pathspec sees: its regexes use `.` (stops at a newline) and `$` (matches before a
+# final one). No file name decodes to it: surrogateescape only yields \udc80-\udcff.
+_NL = "\udc0a"
+_POSIX = {"alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z", "lower": "a-z",
+          "xdigit": "0-9A-Fa-f", "blank": " \t", "space": " \t\n\r\f\v"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -20,7 +28,29 @@ class Pattern:
 
 def _is_simple(text: str) -> bool:
     body = text[:-1] if text.endswith("/") else text
-    return bool(body) and "/" not in body and "**" not in body and not (_SPECIAL & set(body))
+    return (
+        bool(body)
+        and "/" not in body
+        and "**" not in body
+        and not (_SPECIAL & set(body))
+        and not body.startswith("#")  # a comment in git's syntax
+        and not text[-1].isspace()  # git strips trailing blanks; fnmatch would keep them
+        and "[:" not in body  # POSIX classes: fnmatch has none
+    )
+
+
+def _for_pathspec(text: str) -> str:
+    """The pattern as pathspec must read it to mean what git means."""
+    text = text.replace("\n", _NL)
+    text = re.sub(r"\[:([a-z]+):\]", lambda m: _POSIX.get(m.group(1), m.group(0)), text)
+    # git strips trailing spaces unless escaped; pathspec strips every trailing whitespace character.
+    # A tab (or NBSP…) that git keeps goes into a bracket, which pathspec's rstrip() cannot reach.
+    if text and text[-1].isspace() and text[-1] != " ":
+        body = text[:-1]
+        if (len(body) - len(body.rstrip("\\"))) % 2:
+            body = body[:-1]  # it was escaped: the bracket replaces the escape
+        text = f"{body}[{text[-1]}]"
+    return text
 
 
 class PatternSet:
@@ -33,7 +63,19 @@ class PatternSet:
         if not self._simple:
             import pathspec  # noqa: PLC0415 — deliberately lazy, see module docstring
 
-            self._spec = pathspec.GitIgnoreSpec.from_lines([p.text for p in patterns])
+            lines = [_for_pathspec(p.text) for p in patterns]
+            try:
+                self._spec = pathspec.GitIgnoreSpec.from_lines(lines)
+            except (ValueError, re.error):
+                for pat, line in zip(patterns, lines, strict=True):  # name the one that is wrong
+                    try:
+                        pathspec.GitIgnoreSpec.from_lines([line])
+                    except (ValueError, re.error) as e:
+                        raise ConfigError(
+                            f"{pat.source}: {pat.text!r} is not a valid pattern ({e})",
+                            "a trailing `\\` escapes nothing (write `\\\\`); a range needs `[a-z]`",
+                        ) from None
+                raise
 
     def __bool__(self) -> bool:
         return bool(self.patterns)
@@ -43,6 +85,7 @@ class PatternSet:
         if not self.patterns:
             return None
         if self._spec is not None:
+            rel = rel.replace("\n", _NL)
             res = self._spec.check_file(rel + "/" if is_dir else rel)
             return self.patterns[res.index] if res.include else None
         name = rel.rsplit("/", 1)[-1]

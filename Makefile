@@ -25,6 +25,7 @@ system-deps:
 	@missing=""; \
 	for tool in firejail git git-crypt setpriv zsh fish podman runc; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
 	dpkg -s busybox-static >/dev/null 2>&1 || missing="$$missing busybox-static"; \
+	command -v mkfs.ext4 >/dev/null 2>&1 || missing="$$missing e2fsprogs"; \
 	missing=$$(echo "$$missing" | sed 's/setpriv/util-linux/'); \
 	$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \

@@ -86,6 +86,17 @@ def explain(
     prepared = prepare(req, detail=True, resolve=False)
     table = nested.mounts()
     unenforced = nested.unenforced(prepared.policy, table) if nested.inside_sandbox(table) else None
+    from ai_sandbox import state
+    from ai_sandbox.policy import UNHIDDEN, Notice
+
+    for path in state.unhidden(prepared.policy, state.load(state.record_path(req.env, prepared.policy.root))):
+        prepared.policy.warnings.append(
+            Notice(
+                UNHIDDEN,
+                f"{path} was hidden at the last launch and is readable now; a launch refuses until `ai-sandbox accept`",
+                path,
+            )
+        )
     doc = explain_mod.document(prepared, paths or None, cwd, unenforced)
     if agent is None:
         doc["agent"] = None
@@ -162,6 +173,25 @@ def alias(
         typer.echo("# ai-sandbox: no known agent is installed; `ai-sandbox alias --all` wraps them anyway")
         return
     typer.echo(aliases.render(names, shell, aliases.launcher()), nl=False)
+
+
+@app.command()
+def accept(
+    directory: str = typer.Argument(".", metavar="DIR", help="A directory in the project (default: here)."),
+) -> None:
+    """Accept that the rules changed: forget what earlier launches hid here, so the next one may show it."""
+    from ai_sandbox import project, state
+    from ai_sandbox.errors import UsageError
+
+    real = os.path.realpath(directory)
+    if not os.path.isdir(real):
+        raise UsageError(f"{directory}: no such directory", "name a directory in the project")
+    repo = project.find_repo(real)
+    root = repo.root if repo else real
+    n = state.forget(dict(os.environ), root)
+    what = "forgot what the last launch hid" if n else "nothing was recorded"
+    typer.echo(f"{what} in {root}; the next launch records anew")
+    typer.echo("check first with `ai-sandbox explain` that what is now readable should be")
 
 
 @app.command("profiles")

@@ -12,9 +12,9 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ai_sandbox import config, layers, nested, profiles, project
+from ai_sandbox import config, layers, nested, profiles, project, state
 from ai_sandbox.backends import Backend, LaunchPlan, Settings, select
-from ai_sandbox.errors import NotFoundError, UnavailableError
+from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
 from ai_sandbox.patterns import Pattern, PatternSet
 from ai_sandbox.policy import CONFIG, CWD_HIDDEN, LOUD, NOT_GIT, Notice, Policy, build
 
@@ -157,9 +157,11 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
 
 
 def make_dirs(dirs: Mapping[str, int]) -> None:
+    """Create what the backend needs to exist; an existing directory is left as the user has it."""
     for path, mode in dirs.items():
-        os.makedirs(path, mode=mode, exist_ok=True)
-        os.chmod(path, mode)
+        if not os.path.isdir(path):
+            os.makedirs(path, mode=mode, exist_ok=True)
+            os.chmod(path, mode)
 
 
 def write_files(files: Mapping[str, bytes]) -> None:
@@ -187,8 +189,14 @@ def run(req: Request) -> int:
     if req.dry_run:
         from ai_sandbox import report  # noqa: PLC0415 — rich is for people, not for the launch path
 
-        report.dry_run(prepared, req, nested.unenforced(prepared.policy, table) if inside else None)
+        try:
+            state.check(prepared.policy, req.env)
+            refusal = None
+        except PolicyError as e:
+            refusal = str(e)
+        report.dry_run(prepared, req, nested.unenforced(prepared.policy, table) if inside else None, refusal)
         return 0
+    record = state.check(prepared.policy, req.env)
     if inside:
         return _run_nested(prepared, req, table)
     err = prepared.backend.unavailable()
@@ -197,6 +205,7 @@ def run(req: Request) -> int:
     _print_loud(prepared.policy)
     make_dirs(prepared.plan.dirs)
     write_files(prepared.plan.files)
+    state.record(prepared.policy, record)
     if prepared.policy.masks:
         from ai_sandbox import watch  # noqa: PLC0415
 

@@ -14,7 +14,7 @@ from ai_sandbox.errors import EXIT_INTERNAL, EXIT_USAGE, SandboxError, UsageErro
 FLAGS = {"--dry-run", "--debug"}
 VALUED = {"--backend", "--engine", "--image"}
 HELP = {"-h", "--help"}
-SUBCOMMANDS = {"explain", "init", "doctor", "alias", "profiles"}
+SUBCOMMANDS = {"explain", "init", "doctor", "alias", "profiles", "accept"}
 
 
 def parse(argv: list[str]) -> tuple[dict[str, str | bool], list[str], bool]:

@@ -75,6 +75,7 @@ SYMLINK, NEVER_MASKED, WIDENED, ALLOWED_BUT_HIDDEN, UNLISTABLE = (
     "symlink", "never-masked", "widened", "allowed-but-hidden", "unlistable"
 )  # fmt: skip
 HISTORY, HARDLINK, CONFIG, NOT_GIT, CWD_HIDDEN = "history", "hardlink", "config", "not-git", "cwd-hidden"
+UNHIDDEN = "unhidden"
 LOUD = frozenset({CONFIG, NOT_GIT, CWD_HIDDEN, ALLOWED_BUT_HIDDEN})
 
 
@@ -90,10 +91,19 @@ class Policy:
 
     def hidden(self, path: str) -> Mask | None:
         """The mask that hides path (itself or an enclosing directory), if any."""
-        for m in self.masks:
-            if path == m.path or (m.is_dir and path.startswith(m.path.rstrip("/") + "/")):
+        key = (id(self.masks), len(self.masks))
+        if getattr(self, "_index_key", None) != key:
+            self._index = {m.path: m for m in self.masks}
+            self._index_key = key
+        p = path
+        while True:
+            m = self._index.get(p)
+            if m is not None and (p == path or m.is_dir):
                 return m
-        return None
+            parent = os.path.dirname(p)
+            if parent == p:
+                return None
+            p = parent
 
     def warn(self, kind: str, message: str, path: str = "") -> None:
         self.warnings.append(Notice(kind, message, path))

@@ -42,10 +42,10 @@ def _run(args: list[str], cwd: str, stdin: bytes | None = None) -> subprocess.Co
         ) from None
 
 
-def _git(args: list[str], cwd: str, stdin: bytes | None = None) -> bytes:
+def _git(args: list[str], cwd: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> bytes:
     proc = _run(args, cwd, stdin)
-    if proc.returncode != 0:
-        raise _git_error(args, cwd, proc.stderr)
+    if proc.returncode not in ok:
+        raise _git_error([a for a in args if not a.startswith(("-c", "filter."))], cwd, proc.stderr)
     return proc.stdout
 
 
@@ -77,6 +77,12 @@ def find_repo(cwd: str) -> Repo | None:
     if len(lines) != 3 or lines[2] != "":
         raise PolicyError(f"cannot read git's answer for {cwd}", "a path with a newline in it is not supported")
     root, common = lines[0], lines[1]
+    real = os.path.realpath(cwd)
+    if not (real == os.path.realpath(root) or real.startswith(os.path.realpath(root).rstrip("/") + "/")):
+        raise PolicyError(
+            f"git says the work tree of {cwd} is {root}, which does not contain it",
+            "check `git config core.worktree` (or GIT_WORK_TREE): ai-sandbox will not guess the project",
+        )
     return Repo(root=root, common_dir=os.path.normpath(os.path.join(cwd, common)))
 
 
@@ -84,11 +90,33 @@ def _split_z(data: bytes) -> list[str]:
     return [os.fsdecode(p) for p in data.split(b"\0") if p]
 
 
+def _no_filters(repo: Repo) -> list[str]:
+    """`-c` overrides that disable every filter driver the repository's config defines.
+
+    `git status` re-hashes tracked files whose stat changed, running their `filter=` clean command: an
+    agent that wrote a filter into .git/config and .gitattributes would get code run outside the sandbox
+    by our next launch. Emptied drivers run nothing (measured: no process is started)."""
+    out = _git(["config", "-z", "--name-only", "--get-regexp", r"^filter\."], repo.root, ok=(0, 1))
+    names = set()
+    for key in _split_z(out):
+        section, _, rest = key.partition(".")
+        name, _, _var = rest.rpartition(".")
+        if section.lower() == "filter" and name:
+            names.add(name)
+    args = []
+    for name in sorted(names):
+        for var in ("clean", "smudge", "process"):
+            args += ["-c", f"filter.{name}.{var}="]
+        args += ["-c", f"filter.{name}.required=false"]  # git-crypt's is required; we only read ?? and !!
+    return args
+
+
 def scan(repo: Repo) -> Scan:
     """Ignored and untracked entries (one status walk, directories collapsed) and the index."""
     result = Scan(repo)
     status = _git(
         [
+            *_no_filters(repo),
             "status",
             "--porcelain=v1",
             "-z",
@@ -129,6 +157,12 @@ def nested_repo(root: str, rel: str) -> Repo | None:
     if repo is None or os.path.realpath(repo.root) != os.path.realpath(path):
         return None
     return repo
+
+
+def repos_below(repo: Repo, rel: str) -> list[str]:
+    """Repositories cloned somewhere inside the untracked directory rel (git lists each as `path/`)."""
+    out = _git(["ls-files", "-z", "--others", "--exclude-standard", "--", rel + "/"], repo.root)
+    return [p.rstrip("/") for p in _split_z(out) if p.endswith("/")]
 
 
 def attribute_files(scan_: Scan) -> list[str]:

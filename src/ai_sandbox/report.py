@@ -67,7 +67,7 @@ def _kept_lines(policy: Policy, kept: list[Kept]) -> list[Text]:
     return out
 
 
-def dry_run(prepared, req, unenforced=None) -> None:  # noqa: ANN001 — launch.Prepared/Request; avoids an import cycle
+def dry_run(prepared, req, unenforced=None, refusal=None) -> None:  # noqa: ANN001 — launch.Prepared/Request; avoids an import cycle
     policy, plan = prepared.policy, prepared.plan
     con = Console(highlight=False, soft_wrap=True, file=sys.stdout)
     con.print(Text("ai-sandbox dry run: nothing is started", style="bold"))
@@ -102,6 +102,9 @@ def dry_run(prepared, req, unenforced=None) -> None:  # noqa: ANN001 — launch.
             )
         else:
             con.print(Text("already inside a sandbox that hides all of this: a launch would run the command directly"))
+    elif refusal is not None:
+        con.print()
+        con.print(Text(f"a launch would refuse: {printable(refusal)}", style="bold red"))
     elif unavailable is not None:
         con.print()
         con.print(Text(f"a launch would refuse: {unavailable}", style="bold red"))

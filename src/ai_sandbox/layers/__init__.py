@@ -33,11 +33,21 @@ def trees(repo: project.Repo, prefix: str = "") -> Iterator[Tree]:
     """The root work tree and, recursively, every submodule and nested clone checked out inside it."""
     scan = project.scan(repo)
     yield Tree(prefix, scan)
-    nested = list(scan.gitlinks) + [p for p, is_dir in scan.untracked if is_dir]
-    for rel in nested:
+    for rel in scan.gitlinks:
         sub = project.nested_repo(repo.root, rel)
         if sub is not None:
             yield from trees(sub, f"{prefix}{rel}/")
+    for rel in (p for p, is_dir in scan.untracked if is_dir):
+        sub = project.nested_repo(repo.root, rel)
+        # git collapses an untracked directory: a clone may sit anywhere inside it (vendor/lib/)
+        found = (
+            [(sub, rel)]
+            if sub is not None
+            else [(project.nested_repo(repo.root, r), r) for r in project.repos_below(repo, rel)]
+        )
+        for nested, r in found:
+            if nested is not None:
+                yield from trees(nested, f"{prefix}{r}/")
 
 
 def collect(

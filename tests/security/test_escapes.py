@@ -1,0 +1,438 @@
+"""Escape attempts from inside the sandbox, through the real `ai-sandbox` and firejail, as root and as an
+unprivileged user: every vector tries to read an ignored file (`.env`, `cfg/.env`) and an ignored
+directory (`secrets/`), and none may reveal their content, nor the names inside the directory.
+
+Each secret is a fresh random string that no script mentions, so finding it in stdout or stderr can only
+mean the content (or a name) was read. The scripts never stop at the first failing command (`; true`),
+print `@@step` markers that the test requires (the attempt was really made), and the host is checked
+afterwards: the secrets are unchanged, at their place, with no new name or hard link.
+
+Outcomes measured on firejail 0.9.72, Linux 6.x (root | user); root has no capability left:
+  read (cat, ls)                  empty read, dir EACCES    | EACCES
+  symlink to file / dir           as the target             | as the target
+  hard link                       EXDEV (file), EACCES (in dir), no link on the host
+  `..`, `//`, `$PWD/` forms       as the plain path
+  /proc/{self,1}/root/...         as the plain path; a host pid is not in the sandbox's PID namespace
+  inherited fds 3, 7, 8, 9        closed by firejail (EBADF); a host holder is invisible
+  cp / mv / os.rename / tar       cp copies the empty mask; rename EBUSY (mount point)
+  umount [-l]                     EPERM ("must be superuser")
+  unshare -Urm                    root: uid_map EPERM (mapping uid 0 needs CAP_SETFCAP) | user: the
+                                  namespace works, but the inherited mounts are locked: umount EINVAL,
+                                  a non-recursive bind of the project EINVAL, files still EACCES
+  writes, chmod, chown            EACCES / EROFS, nothing reaches the host
+  mount --bind / -t tmpfs         EPERM
+  open_by_handle_at               EPERM (needs CAP_DAC_READ_SEARCH)
+  firejail / ai-sandbox inside    run in the same sandbox, masks stay
+  cwd inside the hidden dir       root: the masked dir (EACCES) | user: firejail starts in /
+Known leaks are documented with pytest.xfail (see the tests at the end): raw block device as root, and
+the next launch's policy rewritten from inside.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets as _random
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import AIS, IS_ROOT, Result, Workspace, _chown, _new_repo, require
+
+pytestmark = pytest.mark.sandbox
+
+PY = sys.executable  # the venv's interpreter: the test user can run it (conftest checks), any python3 may not
+
+
+@dataclass
+class Secrets:
+    env: str  # content of .env
+    nested_env: str  # content of cfg/.env
+    key: str  # content of secrets/key.txt
+    name: str  # the name of a second file in secrets/, never written in a script
+    unlisted: str  # its content
+
+    def all(self) -> tuple[str, ...]:
+        return (self.env, self.nested_env, self.key, self.name, self.unlisted)
+
+
+def _token(prefix: str) -> str:
+    return f"{prefix}-{_random.token_hex(8)}"
+
+
+def plant(ws: Workspace) -> Secrets:
+    s = Secrets(_token("ENVSECRET"), _token("CFGSECRET"), _token("KEYSECRET"), _token("hiddenname"), _token("UNLISTED"))
+    ws.write(".gitignore", ".env\nsecrets/\n")
+    ws.write("sub/keep.txt", "SUB-VISIBLE\n")
+    ws.write("cfg/app.yml", "CFG-VISIBLE\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "tree")
+    ws.write(".env", f"TOKEN={s.env}\n")
+    ws.write("cfg/.env", f"TOKEN={s.nested_env}\n")
+    ws.write("secrets/key.txt", f"{s.key}\n")
+    ws.write(f"secrets/{s.name}.pem", f"{s.unlisted}\n")
+    return s
+
+
+def snapshot(repo: Path) -> dict:
+    """What must not change on the host: content, mode, inode and link count of every secret; the
+    directory's names."""
+    state: dict = {}
+    for rel in (".env", "cfg/.env", "secrets", *(f"secrets/{n}" for n in os.listdir(repo / "secrets"))):
+        p = repo / rel
+        st = p.lstat()
+        content = p.read_bytes() if p.is_file() else sorted(os.listdir(p))
+        state[rel] = (content, st.st_mode, st.st_ino, st.st_nlink)
+    return state
+
+
+def launch(
+    ws: Workspace,
+    script: str,
+    *,
+    env: dict[str, str] | None = None,
+    fds: dict[int, Path] | None = None,
+    cwd: Path | None = None,
+    sandbox: bool = True,
+) -> Result:
+    """`ai-sandbox -- sh -c SCRIPT` like ws.run (only `sh -c SCRIPT` without sandbox, for a control); `fds`
+    are files the caller opens (as root, before setpriv) and leaves open for the launcher to inherit."""
+    cmd = host_user_cmd(ws, [AIS, "--", "sh", "-c", script] if sandbox else ["sh", "-c", script])
+    if ws.user:
+        _chown(ws.base, ws.user)
+    if fds:
+        opens = " ".join(f'{n}<"${i + 1}"' for i, n in enumerate(fds))
+        cmd = ["sh", "-c", f'exec {opens}; shift {len(fds)}; exec "$@"', "-", *map(str, fds.values()), *cmd]
+    base_env = {"REPO": str(ws.repo), "PY": PY, "AIS": AIS}
+    proc = subprocess.run(
+        cmd,
+        cwd=cwd or ws.repo,
+        env=ws.env({**base_env, **(env or {})}),
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    dec = lambda b: b.decode("utf-8", "surrogateescape")  # noqa: E731
+    res = Result(proc.returncode, dec(proc.stdout), dec(proc.stderr))
+    print(f"--- rc={res.rc}\n--- stdout\n{res.out}\n--- stderr\n{res.err}")  # shown when a test fails
+    return res
+
+
+def assert_nothing_revealed(res: Result, s: Secrets) -> None:
+    both = res.out + res.err
+    for secret in s.all():
+        assert secret not in both, f"{secret} revealed"
+
+
+def assert_markers(res: Result, script: str) -> None:
+    """Every `echo @@step` of the script was reached: the attempts before it were really made."""
+    for marker in re.findall(r"echo @@([\w-]+)", script):
+        assert f"@@{marker}" in res.out, f"the script did not reach @@{marker}"
+
+
+def host_user_cmd(ws: Workspace, argv: list[str]) -> list[str]:
+    if ws.user:
+        return ["setpriv", f"--reuid={ws.user.uid}", f"--regid={ws.user.gid}", "--clear-groups", "--", *argv]
+    return argv
+
+
+# --- one sandbox per vector ------------------------------------------------------------------------------
+
+# A handle for a visible file, then open_by_handle_at: with it, a forged handle (inode + generation) would
+# open the file under a mask. It needs CAP_DAC_READ_SEARCH, so even the visible file must be refused.
+HANDLE_PY = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+class FH(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_uint), ("type", ctypes.c_int), ("h", ctypes.c_ubyte * 128)]
+fh, mount_id = FH(), ctypes.c_int()
+fh.n = 128
+r = libc.name_to_handle_at(-100, b"README.md", ctypes.byref(fh), ctypes.byref(mount_id), 0)
+print("name_to_handle_at", r, os.strerror(ctypes.get_errno()))
+fd = libc.open_by_handle_at(os.open(".", os.O_RDONLY), ctypes.byref(fh), os.O_RDONLY)
+print("open_by_handle_at", fd, os.strerror(ctypes.get_errno()))
+if fd >= 0:
+    print("HANDLE-OPENED", os.read(fd, 100))
+"""
+
+RENAME_PY = r"""
+import os
+for a, b in ((".env", "py-env"), ("secrets", "py-dir"), ("cfg/.env", "py-cfg-env")):
+    try:
+        os.rename(a, b)
+        print("renamed", a)
+    except OSError as e:
+        print("rename", a, e.strerror)
+for p in ("py-env", "py-dir/key.txt", "py-cfg-env"):
+    try:
+        print(open(p).read())
+    except OSError as e:
+        print("open", p, e.strerror)
+"""
+
+# A user namespace attempt: umount the masks (the kernel locks mounts inherited from a more privileged
+# namespace), or bind the project without its submounts (refused when that would reveal locked mounts).
+USERNS_SH = r"""
+echo "~~in-userns $(id -u)"
+umount "$REPO/.env"; umount -l "$REPO/.env"; umount -l "$REPO/secrets"; umount -l "$REPO/cfg/.env"
+mkdir -p "$REPO/sub/bind" && mount --bind "$REPO" "$REPO/sub/bind" && echo "~~bound"
+mount --make-rprivate / ; umount -l "$REPO/secrets"
+cat "$REPO/.env" "$REPO/cfg/.env" "$REPO/secrets/key.txt" "$REPO/sub/bind/.env" "$REPO/sub/bind/secrets/key.txt"
+ls -a "$REPO/secrets" "$REPO/sub/bind/secrets"
+true
+"""
+
+VECTORS = {
+    "plain-read": (
+        (),
+        "echo @@cat; cat .env cfg/.env secrets/key.txt; ls -la secrets/ .env; find secrets -type f -exec cat {} +;"
+        " grep -r . secrets; echo @@py; $PY -c 'import os; print(os.listdir(\"secrets\"))'",
+    ),
+    "symlink": (
+        ("ln",),
+        'echo @@make; ln -s .env l-env; ln -s secrets l-dir; ln -s secrets/key.txt l-key; ln -s "$REPO/.env" l-abs;'
+        ' ln -s "$REPO/secrets" l-absdir; ln -s ../.env cfg/l-up; mkdir -p deep/a && ln -s ../../secrets deep/a/up;'
+        " echo @@read; cat l-env l-key l-abs cfg/l-up l-dir/key.txt l-absdir/key.txt deep/a/up/key.txt;"
+        " ls -laL l-dir/ l-absdir/ deep/a/up/; readlink -f l-dir; find -L l-dir deep -type f -exec cat {} +;"
+        " echo @@done",
+    ),
+    "hardlink": (
+        ("ln",),
+        'echo @@ln; ln .env h-env; ln secrets/key.txt h-key; ln "$REPO/cfg/.env" sub/h-cfg; ln -P .env h-env2;'
+        ' echo @@py; $PY -c \'import os; os.link(".env", "h-py")\'; cat h-env h-key sub/h-cfg h-env2 h-py;'
+        " echo @@done",
+    ),
+    "dotdot": (
+        (),
+        'echo @@paths; cat sub/../.env ./secrets/../secrets/key.txt "$PWD/.env" "$PWD//.env" .//secrets//key.txt'
+        ' "$PWD/sub/../secrets/key.txt" sub/../cfg/../cfg/.env ./cfg//.env "$REPO/./secrets/./key.txt"'
+        ' ///"$REPO"/.env; ls -a sub/../secrets/ .//secrets// "$PWD//secrets/" secrets/.;'
+        ' echo @@cd; cd secrets && cat key.txt; cd "$REPO/sub" && cat ../.env ../secrets/key.txt; cd "$REPO";'
+        ' echo @@py; $PY -c \'print(open("sub/../.env").read(), open("secrets/../secrets/key.txt").read())\'',
+    ),
+    "proc-root": (
+        (),
+        'echo @@procs; for p in self 1 $$ "$HOSTPID"; do'
+        "  cat /proc/$p/root$REPO/.env /proc/$p/root$REPO/secrets/key.txt /proc/$p/root$REPO/cfg/.env;"
+        "  ls -a /proc/$p/root$REPO/secrets/ /proc/$p/cwd/secrets/ /proc/$p/cwd/; cat /proc/$p/cwd/key.txt;"
+        "  cat /proc/$p/fd/0; done;"
+        ' echo @@hostpid; if [ -e "/proc/$HOSTPID" ]; then echo "~~hostpid-visible"; else echo "~~hostpid-absent"; fi;'
+        ' echo @@all-fds; for f in /proc/[0-9]*/fd/* /proc/[0-9]*/cwd/key.txt; do [ -f "$f" ] && cat "$f"; done;'
+        " echo @@done",
+    ),
+    "copy-rename": (
+        ("cp", "mv", "tar"),
+        "echo @@cp; cp .env c-env; cp cfg/.env c-cfg; cp -r secrets c-dir; cp -a secrets c-dir2;"
+        " cat c-env c-cfg c-dir/key.txt c-dir2/key.txt; ls -la c-dir c-dir2;"
+        " echo @@mv; mv .env m-env; mv secrets m-dir; mv cfg/.env m-cfg; cat m-env m-cfg m-dir/key.txt; ls m-dir;"
+        f" echo @@py; $PY -c '{RENAME_PY}';"
+        " echo @@tar; tar cf - .env cfg secrets 2>/dev/null | tar xOf -; echo @@done",
+    ),
+    "user-namespace": (
+        ("unshare", "umount", "mount"),
+        f"echo @@Urm; unshare -Urm sh -c '{USERNS_SH}';"
+        f" echo @@private; unshare -Urm --propagation private sh -c '{USERNS_SH}';"
+        f" echo @@rm; unshare -rm sh -c '{USERNS_SH}';"
+        f" echo @@pid; unshare -Urmpf --mount-proc sh -c '{USERNS_SH}';"
+        " echo @@read; cat .env secrets/key.txt; echo @@done",
+    ),
+    "write": (
+        ("touch", "mkdir", "truncate", "rm"),
+        "echo @@write; echo x > secrets/new; mkdir secrets/d; touch secrets/t; touch .env; echo x >> .env;"
+        " echo x > .env; echo x > cfg/.env; truncate -s 0 .env; printf x > secrets/key.txt;"
+        ' echo @@py; $PY -c \'open(".env", "w").write("x")\';'
+        " echo @@rm; rm -f .env cfg/.env; rm -rf secrets; rmdir secrets;"
+        " echo @@read; cat .env secrets/key.txt secrets/new; ls -a secrets; echo @@done",
+    ),
+    "chmod-chown": (
+        ("chmod", "chown", "chgrp"),
+        "echo @@chmod; chmod 644 .env cfg/.env; chmod 755 secrets; chmod -R a+rwx secrets; chmod u+r secrets/key.txt;"
+        ' chown "$(id -u)" .env secrets; chgrp "$(id -g)" .env secrets;'
+        ' echo @@py; $PY -c \'import os; os.chmod(".env", 0o644); os.chmod("secrets", 0o755)\';'
+        " echo @@read; cat .env cfg/.env secrets/key.txt; ls -a secrets; echo @@done",
+    ),
+    "mount-umount": (
+        ("mount", "umount"),
+        'echo @@umount; umount .env; umount -l .env; umount secrets; umount -l secrets; umount -l "$REPO/cfg/.env";'
+        ' umount -R "$REPO"; cat .env cfg/.env secrets/key.txt; ls -a secrets;'
+        ' echo @@mount; mkdir -p sub/m; mount --bind .. sub/m; mount --rbind "$REPO" sub/m; mount -t tmpfs none secrets;'
+        " mount -o remount,rw .env; mount --move secrets sub/m; echo @@read; cat sub/m/.env sub/m/secrets/key.txt;"
+        " ls -a sub/m/secrets secrets; echo @@done",
+    ),
+    "file-handle": ((), f"echo @@handle; $PY -c '{HANDLE_PY}'; echo @@done"),
+    "nested-launchers": (
+        ("firejail",),
+        "echo @@firejail; firejail --quiet --noprofile cat .env secrets/key.txt; firejail --join=1 cat .env;"
+        ' echo @@ai-sandbox; "$AIS" -- cat .env secrets/key.txt; "$AIS" -- ls -a secrets; echo @@done',
+    ),
+}
+
+
+@pytest.mark.parametrize("vector", list(VECTORS))
+def test_escape_vector_reveals_nothing(ws, firejail, vector):
+    tools, script = VECTORS[vector]
+    for tool in ("sh", "cat", "ls", *tools):
+        require(tool)
+    s = plant(ws)
+    holder = None
+    env = {}
+    if vector == "proc-root":
+        # a host process, as the sandboxed identity, sitting in the hidden directory with .env open
+        if ws.user:
+            _chown(ws.base, ws.user)
+        with open(ws.repo / ".env", "rb") as f:
+            holder = subprocess.Popen(host_user_cmd(ws, ["sleep", "60"]), stdin=f, cwd=ws.repo / "secrets")
+        env["HOSTPID"] = str(holder.pid)
+    try:
+        if ws.user:
+            _chown(ws.base, ws.user)
+        before = snapshot(ws.repo)
+        res = launch(ws, script + "; true", env=env)
+    finally:
+        if holder:
+            holder.kill()
+            holder.wait()
+    assert res.rc == 0, res.err
+    assert_markers(res, script)
+    assert_nothing_revealed(res, s)
+    assert snapshot(ws.repo) == before, "the host's secrets changed"
+    if vector == "hardlink":
+        assert not any((ws.repo / n).exists() for n in ("h-env", "h-key", "sub/h-cfg", "h-env2", "h-py"))
+    if vector == "symlink":
+        assert (ws.repo / "l-env").is_symlink()  # the links were made: the reads went through them
+    if vector == "proc-root":
+        assert "~~hostpid-absent" in res.out  # the sandbox has its own PID namespace
+
+
+def test_inherited_file_descriptors_are_closed(ws, firejail):
+    """The secret opened on the host and handed down as fds 3 and 7, the hidden directory as fd 8 (an
+    openat through it would bypass the mount), the key as fd 9: firejail closes every fd >= 3."""
+    s = plant(ws)
+    fds = {3: ws.repo / ".env", 7: ws.repo / ".env", 8: ws.repo / "secrets", 9: ws.repo / "secrets" / "key.txt"}
+    # control: without the sandbox, the same fds reach the command (through setpriv for the user)
+    control = launch(ws, "cat <&7; ls /proc/self/fd/8/", fds=fds, sandbox=False)
+    assert s.env in control.out and s.name in control.out
+    script = (
+        "echo @@fds; ls -l /proc/self/fd/; cat /proc/self/fd/3 /proc/self/fd/7 /proc/self/fd/9 /dev/fd/7;"
+        " cat <&7; cat <&3; cat 0<&9; ls -a /proc/self/fd/8/ /dev/fd/8/; cat /proc/self/fd/8/key.txt;"
+        " echo @@py; $PY -c 'import os\nfor fd in (3, 7, 8, 9):\n"
+        "    try: print(os.read(fd, 200))\n    except OSError as e: print(fd, e.strerror)\n"
+        'try: print(os.listdir(8), open("key.txt", opener=lambda p, f: os.open(p, f, dir_fd=8)).read())\n'
+        "except OSError as e: print(8, e.strerror)';"
+        " echo @@done; true"
+    )
+    res = launch(ws, script, fds=fds)
+    assert res.rc == 0, res.err
+    assert_markers(res, script)
+    assert_nothing_revealed(res, s)
+    assert "Bad file descriptor" in res.err + res.out
+
+
+def test_launched_from_inside_the_hidden_directory(ws, firejail):
+    """The caller's cwd is the hidden directory itself: the agent must start in the mask (or elsewhere),
+    never keep a reference to the real directory."""
+    s = plant(ws)
+    script = "echo @@cwd; pwd; ls -a; ls -a .; cat key.txt ./key.txt ./*.pem; echo @@py;"
+    script += " $PY -c 'import os; print(os.listdir(\".\"), os.listdir(os.getcwd()))'; echo @@done; true"
+    res = launch(ws, script, cwd=ws.repo / "secrets")
+    assert res.rc == 0, res.err
+    assert_markers(res, script)
+    assert_nothing_revealed(res, s)
+    assert "current directory is hidden" in res.err
+
+
+def test_renaming_a_visible_parent_keeps_the_mask(ws, firejail):
+    """`mv cfg cfg2` is allowed (cfg is visible) and really happens on the host; the mask on cfg/.env
+    moves with the directory. (The watcher may end the session: the mask's path changed.)"""
+    s = plant(ws)
+    script = "echo @@mv; mv cfg cfg2 && echo '~~moved'; cat cfg2/.env; ls -la cfg2; mv cfg2 cfg; echo @@done; true"
+    before = snapshot(ws.repo)
+    res = launch(ws, script)
+    assert_nothing_revealed(res, s)
+    assert "~~moved" in res.out
+    if (ws.repo / "cfg2").exists():  # the session was ended before it moved the directory back
+        os.rename(ws.repo / "cfg2", ws.repo / "cfg")
+    assert snapshot(ws.repo) == before
+
+
+# --- found by this suite and fixed: block devices (private-dev), rules rewritten for the next launch -------
+
+
+def test_raw_block_device_of_the_project_file_system(ws, firejail):
+    """Root in the sandbox keeps DAC ownership of device nodes (caps.drop does not change that): without
+    `private-dev` the file system under the project could be read raw, past every mask. Reproduced on a loop-mounted ext4
+    (a real disk, /dev/sda or /dev/nvme0n1, is root:disk 0660: the same for root and the disk group)."""
+    if not IS_ROOT:
+        pytest.skip("building a loop-mounted file system needs root")
+    require("mkfs.ext4")
+    require("mount")
+    require("grep")
+    fs = ws.base / "fs"
+    fs.mkdir()
+    image = ws.base / "fs.img"
+    with open(image, "wb") as f:
+        f.truncate(16 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True, capture_output=True)
+    proc = subprocess.run(["mount", "-o", "loop", str(image), str(fs)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a loop file system here: {proc.stderr.strip()}")
+    try:
+        device = subprocess.run(
+            ["findmnt", "-n", "-o", "SOURCE", str(fs)], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        (fs / "w").mkdir()
+        (fs / "w").chmod(0o755)
+        inner = _new_repo(fs / "w", ws.identity)
+        secret = _token("RAWSECRET")
+        inner.write(".gitignore", ".env\n")
+        inner.write(".env", f"{secret}\n")
+        if inner.user:
+            _chown(inner.base, inner.user)
+        os.sync()  # the secret reaches the device
+        script = f"echo @@raw; ls -l {device}; grep -a -o -m1 'RAWSECRET-[0-9a-f]*' {device}; echo @@done; true"
+        res = launch(inner, script)
+    finally:
+        subprocess.run(["umount", "-l", str(fs)], check=False)
+    assert res.rc == 0, res.err
+    assert_markers(res, script)
+    assert secret not in res.out  # `private-dev`: no block device inside, not even for root
+    assert "Permission denied" in res.err or "No such file" in res.err
+
+
+# Each changes what the NEXT launch hides, from inside the current one; the second launch then reads.
+POISON = {
+    "edit-gitignore": "sed -i -e '/^.env$/d' -e '/^secrets.$/d' .gitignore",
+    "project-config-allow": 'printf \'allow = [".env", "secrets/", "cfg/.env"]\\n\' > .ai-sandbox.toml',
+    "user-config-allow": (
+        'printf \'allow = [".env", "secrets/", "cfg/.env"]\\n\' > "$XDG_CONFIG_HOME/ai-sandbox/config.toml"'
+    ),
+    # the next launch's `git status` (on the host, outside the sandbox) runs the clean filter
+    "git-clean-filter": (
+        "git config filter.x.clean \"sh -c 'cat $REPO/.env $REPO/cfg/.env $REPO/secrets/* > $REPO/leak.txt; cat'\";"
+        " echo 'README.md filter=x' > .gitattributes; touch -d 2001-01-01 README.md"
+    ),
+    "git-core-worktree": 'mkdir -p ../decoy && git init -q ../decoy && git config core.worktree "$REPO/../decoy"',
+}
+
+
+@pytest.mark.parametrize("attack", list(POISON))
+def test_the_next_launch_cannot_be_weakened_from_inside(ws, firejail, attack):
+    s = plant(ws)
+    first = launch(ws, f"echo @@attack; {POISON[attack]}; echo @@done; true")
+    assert first.rc == 0, first.err
+    assert_markers(first, "echo @@attack; echo @@done")
+    assert_nothing_revealed(first, s)
+    script = "echo @@read; cat .env cfg/.env secrets/* leak.txt; ls -a secrets; echo @@done; true"
+    second = launch(ws, script)
+    if second.rc != 0:  # the next launch refused: fine, if it says why in one line and ran nothing
+        assert second.err.startswith("ai-sandbox: error:") and len(second.err.strip().splitlines()) == 1
+        assert "@@read" not in second.out
+    else:
+        assert_markers(second, script)
+    leaked = [x for x in s.all() if x in second.out + second.err]
+    assert not leaked, f"{attack}: the session rewrote the next launch's rules and the next launch revealed it"
+    if attack in ("edit-gitignore", "project-config-allow"):
+        assert second.rc == 65 and "was hidden at the last launch" in second.err  # the record (state.py)

@@ -316,3 +316,35 @@ def test_shell_completion_offers_the_commands(ws_self):
     env = ws_self.env({"_AI_SANDBOX_COMPLETE": "complete_bash", "COMP_WORDS": "ai-sandbox ex", "COMP_CWORD": "1"})
     proc = subprocess.run([AIS], env=env, capture_output=True, text=True, cwd=ws_self.repo)
     assert proc.returncode == 0 and proc.stdout.split() == ["explain"]
+
+
+# ---------------------------------------------------------------- accept
+
+
+def test_a_rule_change_is_refused_until_accepted(ws_self, firejail):
+    ws_self.write(".gitignore", ".env\n")
+    ws_self.write(".env", "SECRET-ACCEPT\n")
+    assert ws_self.run("--", "true").rc == 0  # records .env as hidden
+    ws_self.write(".gitignore", "")  # the user (or a session) un-ignores it
+    res = ws_self.run("--", "cat", ".env")
+    assert res.rc == 65 and "SECRET-ACCEPT" not in res.out
+    assert f"{ws_self.repo}/.env was hidden at the last launch" in res.err and "ai-sandbox accept" in res.err
+    assert "unhidden" in ws_self.run("explain").out
+    assert "a launch would refuse" in ws_self.run("--dry-run", "--", "true").out
+    res = ws_self.run("accept")
+    assert res.rc == 0 and "forgot what the last launch hid" in res.out
+    res = ws_self.run("--", "cat", ".env")
+    assert res.rc == 0 and "SECRET-ACCEPT" in res.out  # the user's decision, now in force
+
+
+def test_switching_agents_is_not_a_rule_change(ws_self, firejail):
+    ws_self.write(".gitignore", "opencode.json\n")
+    ws_self.write("opencode.json", "{}\n")
+    assert ws_self.run("--", "true").rc == 0  # generic: opencode.json hidden
+    bindir = ws_self.base / "bin"
+    bindir.mkdir()
+    (bindir / "opencode").write_text("#!/bin/sh\ncat opencode.json\n")
+    (bindir / "opencode").chmod(0o755)
+    res = ws_self.run("opencode", env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    assert res.rc == 0, res.err  # its profile keeps it readable: not a change of rules
+    assert res.out == "{}\n"

@@ -142,6 +142,8 @@ def build(
         else:
             candidates.append(Mask(e.path, e.is_dir, e.layer, e.reason))
     protected = _protected(root, home)
+    if realpath is os.path.realpath:
+        realpath = _cached_realpath()
     resolved = [m for m in (_resolve(c, root, protected, policy, realpath) for c in candidates) if m]
     # a dynamic symlink into the project only counts if its target is hidden anyway (see _resolve)
     masks = _fold(resolved, policy)
@@ -210,6 +212,24 @@ def _protected(root: str, home: str) -> list[str]:
     return out
 
 
+def _cached_realpath() -> Callable[[str], str]:
+    """realpath with the parents' answers remembered: thousands of masks share a few hundred directories,
+    and only the last component needs a look of its own."""
+    dirs: dict[str, str] = {}
+
+    def real(path: str) -> str:
+        parent, name = os.path.split(path)
+        if not name or not parent:
+            return os.path.realpath(path)
+        rp = dirs.get(parent)
+        if rp is None:
+            rp = dirs[parent] = os.path.realpath(parent)
+        joined = os.path.join(rp, name)
+        return os.path.realpath(joined) if name in (".", "..") or os.path.islink(joined) else joined
+
+    return real
+
+
 def _resolve(m: Mask, root: str, protected: list[str], policy: Policy, realpath: Callable[[str], str]) -> Mask | None:
     """Backends follow symlinks when they mask, so the policy decides where each mask really lands."""
     target = realpath(m.path)
@@ -254,16 +274,14 @@ def _fold(masks: list[Mask], policy: Policy) -> list[Mask]:
             policy.covered.append(m)
         else:
             by_path[m.path] = m
-    dirs = {p for p, m in by_path.items() if m.is_dir}
     out: list[Mask] = []
-    for path, m in sorted(by_path.items()):
-        parent = os.path.dirname(path)
-        while parent not in dirs and parent != os.path.dirname(parent):
-            parent = os.path.dirname(parent)
-        if parent in dirs:
+    open_dir = ""  # the kept directory mask the walk is inside of; component order keeps a tree contiguous
+    for path, m in sorted(by_path.items(), key=lambda kv: kv[0].split("/")):
+        if open_dir and path.startswith(open_dir):
             policy.covered.append(m)
-        else:
-            out.append(m)
+            continue
+        out.append(m)
+        open_dir = path.rstrip("/") + "/" if m.is_dir else ""
     return out
 
 

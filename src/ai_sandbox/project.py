@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ai_sandbox.errors import PolicyError, UnavailableError
 
@@ -21,15 +21,50 @@ class Repo:
     common_dir: str  # absolute git common dir (shared by linked worktrees)
 
 
-@dataclass
 class Scan:
-    """What git says about one work tree; paths are relative to that work tree, '/'-separated."""
+    """What git says about one work tree; paths are relative to that work tree, '/'-separated.
 
-    repo: Repo
-    ignored: list[tuple[str, bool]] = field(default_factory=list)  # (path, is_dir), collapsed by git
-    untracked: list[tuple[str, bool]] = field(default_factory=list)
-    tracked: list[str] = field(default_factory=list)
-    gitlinks: list[str] = field(default_factory=list)  # submodule paths
+    The index is kept as git's bytes and decoded only when asked for: a monorepo's 50,000 tracked paths
+    cost ~30 ms to decode, and most launches need only the submodules out of them."""
+
+    def __init__(self, repo: Repo, index: bytes = b"") -> None:
+        self.repo = repo
+        self.ignored: list[tuple[str, bool]] = []  # (path, is_dir), collapsed by git
+        self.untracked: list[tuple[str, bool]] = []
+        self._index = index
+        self._tracked: list[str] | None = None
+        self._gitlinks: list[str] | None = None
+
+    @property
+    def gitlinks(self) -> list[str]:
+        """Submodule paths (mode 160000 entries)."""
+        if self._gitlinks is None:
+            self._gitlinks = []
+            if b"160000 " in self._index:
+                self._split_index()
+        return self._gitlinks
+
+    @property
+    def tracked(self) -> list[str]:
+        if self._tracked is None:
+            self._split_index()
+        return self._tracked  # type: ignore[return-value]
+
+    def has_tracked_named(self, name: bytes) -> bool:
+        """A cheap test on the raw index: could any tracked path end in name?"""
+        return name in self._index
+
+    def _split_index(self) -> None:
+        tracked, links, seen = [], [], set()
+        for rec in self._index.split(b"\0"):
+            if not rec:
+                continue
+            meta, _, raw = rec.partition(b"\t")
+            if raw in seen:
+                continue  # unmerged entries appear once per stage
+            seen.add(raw)
+            (links if meta.startswith(b"160000") else tracked).append(os.fsdecode(raw))
+        self._tracked, self._gitlinks = tracked, links
 
 
 def _run(args: list[str], cwd: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
@@ -90,61 +125,49 @@ def _split_z(data: bytes) -> list[str]:
     return [os.fsdecode(p) for p in data.split(b"\0") if p]
 
 
-def _no_filters(repo: Repo) -> list[str]:
-    """`-c` overrides that disable every filter driver the repository's config defines.
-
-    `git status` re-hashes tracked files whose stat changed, running their `filter=` clean command: an
-    agent that wrote a filter into .git/config and .gitattributes would get code run outside the sandbox
-    by our next launch. Emptied drivers run nothing (measured: no process is started)."""
-    out = _git(["config", "-z", "--name-only", "--get-regexp", r"^filter\."], repo.root, ok=(0, 1))
-    names = set()
-    for key in _split_z(out):
-        section, _, rest = key.partition(".")
-        name, _, _var = rest.rpartition(".")
-        if section.lower() == "filter" and name:
-            names.add(name)
-    args = []
-    for name in sorted(names):
-        for var in ("clean", "smudge", "process"):
-            args += ["-c", f"filter.{name}.{var}="]
-        args += ["-c", f"filter.{name}.required=false"]  # git-crypt's is required; we only read ?? and !!
-    return args
+def _collapse(paths: list[str]) -> list[tuple[str, bool]]:
+    """`ls-files -o -i --directory` names a directory that holds only ignored files and then its contents
+    too; keep the directory, as `git status --ignored=traditional` would (checked on random trees)."""
+    out: list[tuple[str, bool]] = []
+    inside = None
+    for p in sorted(paths):
+        if inside is not None and p.startswith(inside):
+            continue
+        inside = p if p.endswith("/") else None
+        out.append((p.rstrip("/"), p.endswith("/")))
+    return out
 
 
 def scan(repo: Repo) -> Scan:
-    """Ignored and untracked entries (one status walk, directories collapsed) and the index."""
-    result = Scan(repo)
-    status = _git(
-        [
-            *_no_filters(repo),
-            "status",
-            "--porcelain=v1",
-            "-z",
-            "--ignored=traditional",
-            "--untracked-files=normal",
-            "--ignore-submodules=all",
-            "--no-renames",
-        ],
-        repo.root,
-    )
-    for rec in _split_z(status):
-        code, path = rec[:2], rec[3:]
-        is_dir = path.endswith("/")
-        item = (path.rstrip("/"), is_dir)
-        if code == "!!":
-            result.ignored.append(item)
-        elif code == "??":
-            result.untracked.append(item)
-    seen: set[str] = set()
-    for rec in _split_z(_git(["ls-files", "-z", "-s"], repo.root)):
-        meta, _, path = rec.partition("\t")
-        if path in seen:
-            continue  # unmerged entries appear once per stage
-        seen.add(path)
-        if meta.startswith("160000"):
-            result.gitlinks.append(path)
-        else:
-            result.tracked.append(path)
+    """Ignored entries (directories collapsed), untracked ones, and the index: three `git ls-files` run
+    side by side. ls-files never reads file contents, so no filter a repository configures can run (git
+    status would run clean filters on changed tracked files), and it does not walk into a directory an
+    ignore pattern matches (git 2.39's status --ignored does: 2.7 s against 0.2 s on a 1M-file repo)."""
+    calls = {
+        "ignored": ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
+        "untracked": ["ls-files", "-z", "--others", "--exclude-standard", "--directory"],
+        "index": ["ls-files", "-z", "--stage"],
+    }
+    procs = {}
+    try:
+        for name, args in calls.items():
+            procs[name] = subprocess.Popen(
+                [*_GIT, *args], cwd=repo.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+    except FileNotFoundError:
+        raise UnavailableError("git is not installed", "install git (e.g. `sudo apt-get install git`)") from None
+    outputs = {}
+    for name, proc in procs.items():
+        out, err = proc.communicate()
+        if proc.returncode != 0:
+            for other in procs.values():
+                if other.poll() is None:
+                    other.kill()
+            raise _git_error(calls[name], repo.root, err)
+        outputs[name] = out
+    result = Scan(repo, index=outputs["index"])
+    result.ignored = _collapse(_split_z(outputs["ignored"]))
+    result.untracked = [(p.rstrip("/"), p.endswith("/")) for p in _split_z(outputs["untracked"])]
     return result
 
 
@@ -168,7 +191,7 @@ def repos_below(repo: Repo, rel: str) -> list[str]:
 def attribute_files(scan_: Scan) -> list[str]:
     """Absolute paths of the attribute files that can mark git-crypt files in this work tree."""
     files = [os.path.join(scan_.repo.common_dir, "info", "attributes")]
-    for rel in scan_.tracked:
+    for rel in scan_.tracked if scan_.has_tracked_named(b".gitattributes") else ():
         if rel == ".gitattributes" or rel.endswith("/.gitattributes"):
             files.append(os.path.join(scan_.repo.root, rel))
     for rel, is_dir in scan_.untracked:

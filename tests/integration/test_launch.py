@@ -105,7 +105,7 @@ def test_git_failure_refuses_never_an_empty_blacklist(ws_self, firejail, tmp_wor
     marker = tmp_world / "ran"
     res = ws_self.run("--", "touch", str(marker))
     assert res.rc == 65, res.err
-    assert "git status failed" in res.err and str(ws_self.repo) in res.err
+    assert "git ls-files failed" in res.err and str(ws_self.repo) in res.err
     assert "Traceback" not in res.err
     assert not marker.exists()
 

@@ -21,6 +21,7 @@ from ai_sandbox.policy import Policy
 # firejail rejects paths with these; `#` starts a comment in a profile line
 _REJECTED = frozenset(',"\\{};&%<>!^#')
 _MAX_PATH = 4000  # firejail refuses longer arguments; keep profile lines well inside its buffers
+_SUSPECT = re.compile(r'[,"\\{};&%<>!^#\[\]\x00-\x1f\x7f]|\.\.|[ \t]$')
 
 # Removed or emptied by the setuid start (glibc's secure mode and firejail's own sanitising).
 STRIPPED = frozenset(
@@ -100,6 +101,8 @@ class Firejail:
         return first[0] if proc.returncode == 0 and first else None
 
     def unexpressible(self, path: str) -> str | None:
+        if len(path) < _MAX_PATH // 4 and not _SUSPECT.search(path):
+            return None  # the common case, answered by one regex; the reasons below are for the rest
         if len(os.fsencode(path)) > _MAX_PATH:
             return f"is longer than {_MAX_PATH} bytes"
         bad = sorted({c for c in path if c in _REJECTED})

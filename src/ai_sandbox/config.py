@@ -6,14 +6,13 @@ run the agent with fewer blocks than the user wrote.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from dataclasses import dataclass, field
 
 from ai_sandbox import legacy
 from ai_sandbox.errors import ConfigError
 from ai_sandbox.patterns import Pattern
+from ai_sandbox.records import Factory, record
 
 PROJECT_FILE = ".ai-sandbox.toml"
 LEGACY_FILE = ".ai-sandbox"
@@ -23,28 +22,28 @@ ON_HIDDEN_CHANGE = ("end", "warn")
 MAX_ENTRIES = 10_000  # per list: beyond that a config is generated, not written, and matching it would crawl
 
 
-@dataclass
+@record
 class UserConfig:
     path: str
     exists: bool = False
-    block_paths: list[tuple[str, str]] = field(default_factory=list)  # (absolute path, source)
-    block_patterns: list[Pattern] = field(default_factory=list)
-    allow: list[Pattern] = field(default_factory=list)
+    block_paths: list[tuple[str, str]] = Factory(list)  # (absolute path, source)
+    block_patterns: list[Pattern] = Factory(list)
+    allow: list[Pattern] = Factory(list)
     allow_dependencies: bool = True
     backend: str = "auto"
     on_hidden_change: str = "end"  # a hidden path replaced during the session: end it, or only warn
     engine: str = "docker"  # the docker backend's container CLI
     image: str = ""
-    mounts: list[str] = field(default_factory=list)  # more host paths for the docker backend
+    mounts: list[str] = Factory(list)  # more host paths for the docker backend
 
 
-@dataclass
+@record
 class ProjectConfig:
-    files: list[str] = field(default_factory=list)
-    block: list[Pattern] = field(default_factory=list)
-    block_paths: list[tuple[str, str]] = field(default_factory=list)  # `~/…` entries: (absolute, source)
-    allow: list[Pattern] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    files: list[str] = Factory(list)
+    block: list[Pattern] = Factory(list)
+    block_paths: list[tuple[str, str]] = Factory(list)  # `~/…` entries: (absolute, source)
+    allow: list[Pattern] = Factory(list)
+    warnings: list[str] = Factory(list)
 
 
 def config_home(env: dict[str, str] | os._Environ[str] = os.environ) -> str:
@@ -84,6 +83,12 @@ def _line_of(text: str, key: str, value: str | None = None) -> int:
     return start + 1
 
 
+def _basic_string(v: str) -> str:
+    """v as a TOML basic string is usually written, to find its line (json would cost an import)."""
+    esc = v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+    return f'"{esc}"'
+
+
 def strings(data: dict, key: str, path: str, text: str) -> list[tuple[str, int]]:
     value = data.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -102,7 +107,11 @@ def strings(data: dict, key: str, path: str, text: str) -> list[tuple[str, int]]
     for v in value:
         # the quoted value, so "b" is not found inside "ab"; an entry written another way (escapes, a
         # multi-line string) is looked for over the next lines only, never the whole file again
-        needles = (json.dumps(v, ensure_ascii=False), json.dumps(v), f'"{v}"', f"'{v}'")
+        quoted = _basic_string(v)
+        ascii_quoted = "".join(
+            c if ord(c) < 128 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}" for c in quoted
+        )
+        needles = (quoted, ascii_quoted, f'"{v}"', f"'{v}'")
         for i in range(cursor, min(len(lines), cursor + 200)):
             if any(n in lines[i] for n in needles):
                 cursor = i

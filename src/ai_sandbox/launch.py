@@ -10,16 +10,20 @@ import os
 import signal
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 from ai_sandbox import config, layers, nested, profiles, project, state
-from ai_sandbox.backends import Backend, LaunchPlan, Settings, select
+from ai_sandbox.backends import LaunchPlan, Settings, select
 from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
 from ai_sandbox.patterns import Pattern, PatternSet
 from ai_sandbox.policy import CONFIG, CWD_HIDDEN, LOUD, NOT_GIT, Notice, Policy, build
+from ai_sandbox.records import Factory, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ai_sandbox.backends.protocol import Backend
 
 
-@dataclass
+@record
 class Request:
     argv: list[str]  # the agent (a profile name or a command) and its arguments, verbatim
     is_command: bool = False  # given after `--`: never looked up as a profile
@@ -28,17 +32,17 @@ class Request:
     engine: str | None = None
     image: str | None = None
     cwd: str = ""
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    env: Mapping[str, str] = Factory(lambda: dict(os.environ))
 
 
-@dataclass
+@record
 class Prepared:
     policy: Policy
     backend: Backend
     plan: LaunchPlan
     profile: profiles.Profile
     command: list[str]  # the agent's argv, executable resolved: what the backend wraps
-    trees: list = field(default_factory=list)  # layers.Tree: what git listed
+    trees: list = Factory(list)  # layers.Tree: what git listed
     on_hidden_change: str = "end"
 
 

@@ -9,20 +9,20 @@ understand could have been a block we would drop.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 from ai_sandbox.errors import ConfigError
+from ai_sandbox.records import Factory, record
 
 KEYS = {"AI_SANDBOX_ALLOW_PATHS": "allow", "AI_SANDBOX_BLOCK_PATHS": "block"}
 
 
-@dataclass
+@record
 class LegacyConfig:
-    allow: list[tuple[str, int]] = field(default_factory=list)  # (path, line)
-    block: list[tuple[str, int]] = field(default_factory=list)
+    allow: list[tuple[str, int]] = Factory(list)  # (path, line)
+    block: list[tuple[str, int]] = Factory(list)
 
 
-@dataclass
+@record
 class _Tok:
     kind: str  # "word", "(", ")", "nl"
     text: str

@@ -1,16 +1,19 @@
 """gitignore-style patterns, matched against paths relative to the git root.
 
-pathspec gives exact gitignore semantics but costs ~40 ms to import, so the built-in lists (plain names such
-as `.claude/` or `.aider*`) are matched with fnmatch and pathspec is loaded only for patterns that need it.
+pathspec gives exact gitignore semantics but costs 30–50 ms to import, so the common shapes are matched
+here: plain names such as `.claude/` or `.aider*` (fnmatch on the last component) and paths such as
+`infra/prod.tfvars`, `/build/public/` or `config/*.yml` (a regex where `*` and `?` stop at `/`, anchored at
+the root as git anchors any pattern with a `/` in it). pathspec is loaded only for the rest (`**`, `[…]`,
+escapes, negations); the property tests compare both paths with git itself.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from ai_sandbox.errors import ConfigError
+from ai_sandbox.records import value
 
 _SPECIAL = frozenset("\\!^")  # escapes, negation and [^...] classes need the real parser
 # Stands for "\n" in what pathspec sees: its regexes use `.` (stops at a newline) and `$` (matches before a
@@ -20,7 +23,7 @@ _POSIX = {"alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z
           "xdigit": "0-9A-Fa-f", "blank": " \t", "space": " \t\n\r\f\v"}  # fmt: skip
 
 
-@dataclass(frozen=True)
+@value
 class Pattern:
     text: str
     source: str  # where it was written: "built-in", "profile claude", ".ai-sandbox.toml:4"
@@ -35,7 +38,8 @@ def _is_simple(text: str) -> bool:
         and not (_SPECIAL & set(body))
         and not body.startswith("#")  # a comment in git's syntax
         and not text[-1].isspace()  # git strips trailing blanks; fnmatch would keep them
-        and "[:" not in body  # POSIX classes: fnmatch has none
+        and "[" not in body  # brackets: git's classes (and its errors) differ from fnmatch's
+        and "]" not in body
     )
 
 
@@ -53,12 +57,42 @@ def _for_pathspec(text: str) -> str:
     return text
 
 
+def _anchored_regex(text: str) -> re.Pattern[str] | None:
+    """A regex for a wildcard-light pattern holding a `/`; None when it needs the real parser."""
+    body = text[:-1] if text.endswith("/") else text
+    if (
+        "/" not in body
+        or "**" in body
+        or "[" in body
+        or "]" in body
+        or _SPECIAL & set(body)
+        or body.startswith("#")
+        or text[-1].isspace()
+        or "\n" in text
+        or "//" in body
+    ):
+        return None
+    out = []
+    for ch in body.lstrip("/"):
+        out.append("[^/]*" if ch == "*" else "[^/]" if ch == "?" else re.escape(ch))
+    return re.compile("".join(out), re.DOTALL)
+
+
+def _ancestors(rel: str) -> list[str]:
+    parts = rel.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
 class PatternSet:
     """An ordered list of patterns; like a .gitignore, the last matching pattern decides."""
 
     def __init__(self, patterns: list[Pattern]) -> None:
         self.patterns = patterns
-        self._simple = all(_is_simple(p.text) for p in patterns)
+        self._anchored: dict[int, re.Pattern[str]] = {}
+        for i, p in enumerate(patterns):
+            if not _is_simple(p.text) and (rx := _anchored_regex(p.text)) is not None:
+                self._anchored[i] = rx
+        self._simple = all(i in self._anchored or _is_simple(p.text) for i, p in enumerate(patterns))
         self._spec = None
         if not self._simple:
             import pathspec  # noqa: PLC0415 — deliberately lazy, see module docstring
@@ -89,14 +123,21 @@ class PatternSet:
             res = self._spec.check_file(rel + "/" if is_dir else rel)
             return self.patterns[res.index] if res.include else None
         name = rel.rsplit("/", 1)[-1]
-        for pat in reversed(self.patterns):
+        for i in range(len(self.patterns) - 1, -1, -1):
+            pat = self.patterns[i]
             text = pat.text
             if text.endswith("/"):
-                if not is_dir:
+                if not is_dir and i not in self._anchored:
                     continue
                 text = text[:-1]
-            if fnmatchcase(name, text):
-                return pat
+                if not is_dir and not any(self._anchored[i].fullmatch(a) for a in _ancestors(rel)):
+                    continue
+            rx = self._anchored.get(i)
+            if rx is None:
+                if fnmatchcase(name, text):
+                    return pat
+            elif rx.fullmatch(rel) or any(rx.fullmatch(a) for a in _ancestors(rel)):
+                return pat  # a pattern that names a directory covers everything in it, as in git
         return None
 
     def may_match_below(self, dir_rel: str) -> Pattern | None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.patterns import PatternSet
+from ai_sandbox.records import Factory, record, value
 
 GLOBAL, IGNORED, CRYPT, EXPLICIT = "global", "ignored", "git-crypt", "explicit"
 LAYERS = (GLOBAL, IGNORED, CRYPT, EXPLICIT)
@@ -26,7 +26,7 @@ SYSTEM_DIRS = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True)
+@value
 class Entry:
     """One thing a layer wants hidden: an absolute path and the reason, before any resolution."""
 
@@ -36,7 +36,7 @@ class Entry:
     reason: str
 
 
-@dataclass(frozen=True)
+@value
 class Mask:
     """One path the backend hides. `origin` is the entry's own path when the mask differs from it."""
 
@@ -48,7 +48,7 @@ class Mask:
     note: str = ""  # why the mask is not the entry itself: "symlink target", "widened: …", "split from …"
 
 
-@dataclass(frozen=True)
+@value
 class Kept:
     """An ignored path an allowlist keeps readable."""
 
@@ -58,7 +58,7 @@ class Kept:
     rule: str  # the allow pattern and where it was written
 
 
-@dataclass(frozen=True)
+@value
 class Notice:
     """Something the user should know about the policy; `kind` lets scripts and the launch filter them."""
 
@@ -79,15 +79,15 @@ UNHIDDEN = "unhidden"
 LOUD = frozenset({CONFIG, NOT_GIT, CWD_HIDDEN, ALLOWED_BUT_HIDDEN})
 
 
-@dataclass
+@record
 class Policy:
     root: str
     in_git: bool
-    masks: list[Mask] = field(default_factory=list)
-    kept: list[Kept] = field(default_factory=list)
-    covered: list[Mask] = field(default_factory=list)  # hidden already by an enclosing mask
-    warnings: list[Notice] = field(default_factory=list)
-    config_files: list[str] = field(default_factory=list)
+    masks: list[Mask] = Factory(list)
+    kept: list[Kept] = Factory(list)
+    covered: list[Mask] = Factory(list)  # hidden already by an enclosing mask
+    warnings: list[Notice] = Factory(list)
+    config_files: list[str] = Factory(list)
 
     def hidden(self, path: str) -> Mask | None:
         """The mask that hides path (itself or an enclosing directory), if any."""

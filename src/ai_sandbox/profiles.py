@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 
 from ai_sandbox.errors import ConfigError
 from ai_sandbox.patterns import Pattern
+from ai_sandbox.records import Factory, record
 
 # Directories agents keep in a project, git-ignored by convention, that they need in order to work.
 TOOL_ALLOW = (
@@ -47,13 +47,13 @@ DEPENDENCY_DIRS = (
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-@dataclass
+@record
 class Profile:
     name: str
     executable: str
     description: str = ""
-    allow: list[Pattern] = field(default_factory=list)
-    home: list[str] = field(default_factory=list)
+    allow: list[Pattern] = Factory(list)
+    home: list[str] = Factory(list)
     image: str = ""  # the docker backend's image for this agent, if not the configured one
     path: str = ""  # the file it came from; empty for the generic fallback
 

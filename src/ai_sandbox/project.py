@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
 
 from ai_sandbox.errors import PolicyError, UnavailableError
+from ai_sandbox.records import value
 
 # Read-only calls must not run code a cloned repository configured (fsmonitor hooks).
 _GIT = ("git", "-c", "core.fsmonitor=false", "--no-optional-locks")
 
 
-@dataclass(frozen=True)
+@value
 class Repo:
     root: str  # absolute work-tree root
     common_dir: str  # absolute git common dir (shared by linked worktrees)

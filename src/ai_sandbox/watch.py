@@ -11,7 +11,6 @@ or only warns when the user chose `on_hidden_change = "warn"`. It exits as soon 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import select
 import signal
@@ -95,6 +94,8 @@ def _liveness(target: int) -> int | None:
 
 
 def _inotify(paths: list[str]) -> tuple[int | None, dict[int, str]]:
+    import ctypes  # noqa: PLC0415 — in the watcher only, never on the launch path
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)

@@ -7,7 +7,6 @@ Pure and fast: no sandbox. hypothesis is derandomized, so CI runs the same examp
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -308,7 +307,7 @@ WRONG_TYPES = [
     ("image", ["3", '["x"]', "true", "{a = 1}"]),
     ("mounts", ['"~/.gitconfig"', "[1]", '["relative/path"]', "[[1]]"]),
 ]
-_USER_KEYS = {f.name for f in dataclasses.fields(config.UserConfig)}
+_USER_KEYS = set(config.UserConfig._fields)
 WRONG_TYPES = [(k, vs) for k, vs in WRONG_TYPES if k in _USER_KEYS]
 TABLES = [
     "[block]\nx = 1\n",

@@ -21,8 +21,19 @@ CASES = [
     ("*.log", "x.log", False),
     ("*.log", "x.logs", False),
     ("CLAUDE.local.md", "CLAUDE.local.md", False),
-    ("[ab].txt", "a.txt", False),
-    ("[ab].txt", "c.txt", False),
+    # anchored shapes (a `/` in them) take the regex fast path
+    ("infra/prod.tfvars", "infra/prod.tfvars", False),
+    ("infra/prod.tfvars", "a/infra/prod.tfvars", False),
+    ("infra/prod.tfvars", "infra/prod.tfvars/x", False),
+    ("/build/public/", "build/public", True),
+    ("/build/public/", "build/public", False),
+    ("/build/public/", "build/public/x.js", False),
+    ("/build/public/", "x/build/public", True),
+    ("config/*.yml", "config/a.yml", False),
+    ("config/*.yml", "config/sub/a.yml", False),
+    ("a/?/c", "a/b/c", False),
+    ("a/?/c", "a/bb/c", False),
+    ("/top.txt", "x/top.txt", False),
 ]
 
 
@@ -67,3 +78,7 @@ def test_the_matching_pattern_is_reported():
 )
 def test_may_match_below(pattern, directory, expected):
     assert (ps(pattern).may_match_below(directory) is not None) == expected
+
+
+def test_brackets_go_to_the_real_parser():
+    assert ps("[ab].txt")._spec is not None  # git's classes and errors, not fnmatch's

@@ -6,16 +6,16 @@ Every layer returns plain `Entry` values; merging, allowlists and resolution bel
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 from ai_sandbox import project
 from ai_sandbox.config import ProjectConfig, UserConfig
 from ai_sandbox.layers import explicit, gitcrypt, ignored
 from ai_sandbox.patterns import PatternSet
 from ai_sandbox.policy import EXPLICIT, GLOBAL, Entry
+from ai_sandbox.records import Factory, record
 
 
-@dataclass
+@record
 class Tree:
     """One work tree in the project: the root repository or a nested one, with its path from the root."""
 
@@ -23,10 +23,10 @@ class Tree:
     scan: project.Scan
 
 
-@dataclass
+@record
 class Collected:
-    entries: list[Entry] = field(default_factory=list)
-    trees: list[Tree] = field(default_factory=list)  # what git listed, for the audit
+    entries: list[Entry] = Factory(list)
+    trees: list[Tree] = Factory(list)  # what git listed, for the audit
 
 
 def trees(repo: project.Repo, prefix: str = "") -> Iterator[Tree]:

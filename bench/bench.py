@@ -1,0 +1,732 @@
+"""Launch benchmark of ai-sandbox against the bare backend: `make bench` (not a timed test).
+
+    make bench                                  # all three fixtures
+    make bench BENCH_ARGS=--quick               # small + 100k fixtures, fewer runs
+    .venv/bin/python bench/bench.py --runs 20   # the same, by hand
+
+Fixtures are git repositories built once under ${XDG_CACHE_HOME:-~/.cache}/ai-sandbox-bench/<name>-v1/ and
+reused while `.git/bench-fixture.json` says the build completed (each is built under a temporary name and
+renamed when done; delete the directory to rebuild). Files are empty or a few bytes: what ai-sandbox pays
+for is names and directories, not content.
+
+    small         100 files: 88 tracked, a few ignored files, dist/ and node_modules/
+    100k          2,000 tracked files + 100,000 files in node_modules/
+    monorepo      1,000 packages, 50,003 tracked files, 1,000,000 files in total; 5,000 separate ignored
+                  directories (per package dist/ node_modules/ coverage/ .turbo/ build/) and 2,000
+                  individually ignored files (per package .env.local and src/debug.log)
+
+Every fixture is measured twice: with the default user config (node_modules/ is on the dependency
+allowlist, kept readable) and with `allow_dependencies = false`, which hides every node_modules/ too (the
+stress case for mount counts). The user config comes from a bench-owned XDG_CONFIG_HOME, never yours.
+
+For each row, `ai-sandbox -- true` (the installed console script .venv/bin/ai-sandbox) and the bare backend
+`firejail --quiet --profile=<the profile ai-sandbox generated> -- /usr/bin/true` run interleaved, the
+order alternating per iteration, so machine noise hits both alike; the table shows medians, the overhead
+(median ai-sandbox - median bare) and the ratio. The profile and the hidden-entry count come from
+`ai-sandbox explain --json` (`files`, `hidden`). Then: where the launch time goes (the git calls
+ai-sandbox makes, reproduced; and prepare() timed in-process, piece by piece), and the import time of the
+launch path (`python -X importtime`). The output is Markdown, to paste into the README as is; progress
+goes to stderr. Exit status 1 when a launch fails (the error is printed verbatim under the table).
+
+Every Python process the bench starts runs with its bytecode cached, as after an install, in
+PYTHONPYCACHEPREFIX=<cache>/pycache (nothing is written next to the sources), even where the environment
+sets PYTHONDONTWRITEBYTECODE; the import section also shows the uncached cost. Medians on a busy machine
+move by tens of ms: the header shows the load average, and the last column the overhead of the fastest
+runs (min - min).
+
+Flags: --quick (small and 100k only, fewer runs), --runs N (launches per row; default 40 / 20 / 10),
+--only NAME (repeatable), --build-only (build or check the fixtures and exit), --cache DIR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+AI_SANDBOX = os.path.join(REPO, ".venv", "bin", "ai-sandbox")
+VERSION = 1  # bump when a fixture's layout changes: old caches are then ignored
+MARKER = os.path.join(".git", "bench-fixture.json")
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+# The calls ai-sandbox makes on every launch (project.py), reproduced for the breakdown.
+GIT = ["git", "-c", "core.fsmonitor=false", "--no-optional-locks"]
+GIT_CALLS = {
+    "rev-parse": ["rev-parse", "--show-toplevel", "--git-common-dir"],
+    "status": [
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--ignored=traditional",
+        "--untracked-files=normal",
+        "--ignore-submodules=all",
+        "--no-renames",
+    ],
+    "ls-files": ["ls-files", "-z", "-s"],
+}
+# For comparison only: the same status without listing ignored paths (git then skips ignored directories).
+STATUS_NO_IGNORED = [a for a in GIT_CALLS["status"] if not a.startswith("--ignored")]
+
+
+# Every Python the bench starts (ai-sandbox included) runs with this environment: bytecode cached as on a
+# user's machine, but in the bench's cache rather than next to the sources (main() fills it in).
+PY_ENV: dict[str, str] = {}
+
+
+def python_env(cache: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "AI_SANDBOX_DEBUG")}
+    env["PYTHONPYCACHEPREFIX"] = os.path.join(cache, "pycache")
+    return env
+
+
+def log(msg: str) -> None:
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------- fixtures
+
+# A fixture is a generator of (relative path, content, tracked); every file is written, and tracked
+# ones are committed. Ignore rules are written first (as tracked .gitignore files).
+Files = Iterator[tuple[str, bytes, bool]]
+
+
+def _src(rel: str) -> bytes:
+    return f"// {rel}\n".encode()
+
+
+def _node_modules(prefix: str, count: int, per_dep: int, tag: str) -> Files:
+    """count files under prefix/node_modules/, packages of about per_dep files, every tenth one scoped."""
+    made, dep = 0, 0
+    while made < count:
+        name = f"@scope{dep % 7}/{tag}dep{dep:04d}" if dep % 10 == 9 else f"{tag}dep{dep:04d}"
+        base = f"{prefix}node_modules/{name}"
+        names = ["package.json", "README.md", "LICENSE", "index.js"]
+        names += [f"lib/m{k:03d}.js" for k in range(per_dep // 2)]
+        names += [f"dist/esm/m{k:03d}.mjs" for k in range(per_dep - len(names))]
+        for n in names:
+            if made == count:
+                return
+            yield f"{base}/{n}", b"", False
+            made += 1
+        dep += 1
+
+
+def small() -> Files:
+    yield ".gitignore", b"node_modules/\ndist/\n.env\n.env.local\n*.log\n", True
+    yield "package.json", b'{"name": "small"}\n', True
+    yield "README.md", b"# small\n", True
+    for d in range(8):
+        for f in range(10):
+            rel = f"src/mod{d}/file{f}.ts"
+            yield rel, _src(rel), True
+    for f in range(5):
+        rel = f"test/t{f}.test.ts"
+        yield rel, _src(rel), True
+    yield ".env", b"SECRET=bench\n", False
+    yield ".env.local", b"SECRET=bench\n", False
+    yield "npm-debug.log", b"", False
+    for f in ("index.js", "index.d.ts", "index.js.map"):
+        yield f"dist/{f}", b"", False
+    yield from _node_modules("", 6, 3, "")
+
+
+def medium() -> Files:
+    yield ".gitignore", b"node_modules/\ndist/\ncoverage/\n.env\n*.log\n", True
+    tracked = 1
+    for d in range(40):
+        for f in range(50):
+            if tracked == 2000:
+                break
+            rel = f"src/area{d:02d}/file{f:02d}.ts"
+            yield rel, _src(rel), True
+            tracked += 1
+    yield ".env", b"SECRET=bench\n", False
+    yield "npm-debug.log", b"", False
+    for f in range(10):
+        yield f"dist/chunk{f}.js", b"", False
+    yield from _node_modules("", 100_000, 100, "")
+
+
+MONO_PACKAGES = 1000
+MONO_TOTAL = 1_000_000
+
+
+def monorepo() -> Files:
+    yield ".gitignore", b"node_modules/\ndist/\nbuild/\ncoverage/\n.turbo/\n*.log\n.env.local\n", True
+    yield "package.json", b'{"name": "mono", "private": true, "workspaces": ["packages/*"]}\n', True
+    yield "README.md", b"# mono\n", True
+    tracked_per = 50
+    ignored_per = 2 + 20 + 10 + 2 + 8  # .env.local, debug.log, dist, coverage, .turbo, build
+    rest = MONO_TOTAL - 3 - MONO_PACKAGES * (tracked_per + ignored_per)
+    for p in range(MONO_PACKAGES):
+        pkg = f"packages/pkg{p:04d}/"
+        names = ["package.json", "README.md", "tsconfig.json", ".eslintrc.json", "src/index.ts"]
+        names += [f"src/components/Component{k:02d}.tsx" for k in range(20)]
+        names += [f"src/utils/util{k:02d}.ts" for k in range(15)]
+        names += [f"test/case{k:02d}.test.ts" for k in range(10)]
+        assert len(names) == tracked_per
+        for n in names:
+            yield pkg + n, _src(pkg + n), True
+        yield pkg + ".env.local", b"TOKEN=bench\n", False
+        yield pkg + "src/debug.log", b"", False
+        for k in range(10):
+            yield f"{pkg}dist/index{k}.js", b"", False
+            yield f"{pkg}dist/types/index{k}.d.ts", b"", False
+        for k in range(9):
+            yield f"{pkg}coverage/lcov-report/file{k}.html", b"", False
+        yield f"{pkg}coverage/lcov.info", b"", False
+        yield f"{pkg}.turbo/turbo-build.log", b"", False
+        yield f"{pkg}.turbo/turbo-test.log", b"", False
+        for k in range(8):
+            yield f"{pkg}build/out{k}.js", b"", False
+        share = rest // MONO_PACKAGES + (1 if p < rest % MONO_PACKAGES else 0)
+        yield from _node_modules(pkg, share, 40, f"p{p % 50}")
+
+
+@dataclass
+class Fixture:
+    name: str
+    title: str
+    files: Callable[[], Files]
+    runs: int  # default number of measured launches per variant
+    quick_runs: int
+
+
+FIXTURES = [
+    Fixture("small", "small repo", small, 40, 15),
+    Fixture("100k", "2k tracked + 100k in node_modules/", medium, 20, 10),
+    Fixture("monorepo", "monorepo, 1M files", monorepo, 10, 10),
+]
+
+
+def git(args: list[str], cwd: str, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, **GIT_ENV}
+    kw.setdefault("check", True)
+    return subprocess.run(["git", *args], cwd=cwd, env=env, **kw)
+
+
+def build(fx: Fixture, cache: str) -> dict:
+    """The fixture's directory and facts, built now unless a completed build is cached."""
+    final = os.path.join(cache, f"{fx.name}-v{VERSION}")
+    marker = os.path.join(final, MARKER)
+    if os.path.exists(marker):
+        with open(marker) as f:
+            info = json.load(f)
+        info.update(path=final, built_now=False)
+        return info
+    for stale in [final, *glob.glob(f"{glob.escape(final)}.tmp-*")]:
+        if os.path.lexists(stale):
+            log(f"removing an incomplete build: {stale}")
+            shutil.rmtree(stale)
+    tmp = f"{final}.tmp-{os.getpid()}"
+    os.makedirs(tmp)
+    t0 = time.perf_counter()
+    log(f"building {fx.name} in {tmp}")
+    git(["init", "-q", "-b", "main", "."], tmp)
+    for key, value in (("commit.gpgsign", "false"), ("gc.auto", "0"), ("core.fsmonitor", "false")):
+        git(["config", key, value], tmp)
+    made: set[str] = set()
+    total = tracked = 0
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    for rel, content, is_tracked in fx.files():
+        path = os.path.join(tmp, rel)
+        parent = os.path.dirname(path)
+        if parent not in made:
+            os.makedirs(parent, exist_ok=True)
+            made.add(parent)
+        fd = os.open(path, flags, 0o644)
+        if content:
+            os.write(fd, content)
+        os.close(fd)
+        total += 1
+        tracked += is_tracked
+        if total % 100_000 == 0:
+            log(f"  {fx.name}: {total:,} files written ({time.perf_counter() - t0:.1f} s)")
+    t_files = time.perf_counter() - t0
+    log(f"  {fx.name}: {total:,} files in {len(made):,} directories written in {t_files:.1f} s; git add + commit")
+    git(["add", "-A", "."], tmp)
+    git(["commit", "-q", "-m", "bench fixture"], tmp)
+    t_git = time.perf_counter() - t0 - t_files
+    log(f"  {fx.name}: committed in {t_git:.1f} s; repacking")
+    git(["repack", "-a", "-d", "-q"], tmp)
+    git(["prune-packed"], tmp)
+    # Files written in the same second as the index are "racily clean": git re-hashes them on every
+    # status until the index is rewritten later. Wait that second out, then refresh the stat cache.
+    time.sleep(1.1)
+    git(["update-index", "-q", "--really-refresh"], tmp, check=False)
+    git(["status", "--porcelain"], tmp, capture_output=True)
+    listed = len(git(["ls-files", "-z"], tmp, capture_output=True).stdout.split(b"\0")) - 1
+    dirty = git(["status", "--porcelain", "-z"], tmp, capture_output=True).stdout
+    if listed != tracked or dirty:
+        raise SystemExit(
+            f"bench: fixture {fx.name} is wrong: {listed} files in the index, {tracked} expected; {dirty[:200]!r}"
+        )
+    ignored = git(["status", "--porcelain=v1", "-z", "--ignored=traditional"], tmp, capture_output=True).stdout
+    info = {
+        "name": fx.name,
+        "files": total,
+        "tracked": tracked,
+        "directories": len(made),
+        "git_ignored_entries": ignored.count(b"!! "),
+        "build_seconds": round(time.perf_counter() - t0, 1),
+        "version": VERSION,
+    }
+    with open(os.path.join(tmp, MARKER), "w") as f:
+        json.dump(info, f, indent=1)
+    os.rename(tmp, final)
+    log(f"  {fx.name}: built in {info['build_seconds']} s -> {final}")
+    info.update(path=final, built_now=True)
+    return info
+
+
+# ------------------------------------------------------------------------------------------- measuring
+
+
+def timed(argv: list[str], cwd: str, env: dict[str, str]) -> tuple[float, int]:
+    """Wall time of one run in ms, and its exit status. Output goes to /dev/null: a launch's watcher
+    process may outlive the sandbox briefly and must not hold a pipe we would wait on."""
+    t = time.perf_counter()
+    rc = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL).returncode  # fmt: skip
+    return (time.perf_counter() - t) * 1000, rc
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def config_dir(cache: str, variant: str) -> str:
+    """A user config home owned by the bench: empty (defaults), or one that turns the dependency allowlist off."""
+    d = os.path.join(cache, f"config-{variant}")
+    os.makedirs(os.path.join(d, "ai-sandbox"), exist_ok=True)
+    path = os.path.join(d, "ai-sandbox", "config.toml")
+    if variant == "nodeps":
+        with open(path, "w") as f:
+            f.write("allow_dependencies = false\n")
+    elif os.path.exists(path):
+        os.unlink(path)
+    return d
+
+
+VARIANTS = {"default": "default config (node_modules/ readable)", "nodeps": "allow_dependencies = false"}
+
+
+@dataclass
+class Row:
+    fixture: Fixture
+    info: dict
+    variant: str
+    hidden: int = 0
+    dry: list[float] = field(default_factory=list)
+    sandbox: list[float] = field(default_factory=list)
+    bare: list[float] = field(default_factory=list)
+    error: str = ""
+    bare_error: str = ""
+    inner: dict = field(default_factory=dict)
+
+
+# Run in the venv's Python: prepare() of one `ai-sandbox -- true`, timed piece by piece. Pieces that a
+# refactor moved away are simply absent.
+INNER = r"""
+import json, os, sys, time
+T = {}
+t0 = time.perf_counter()
+import ai_sandbox.main
+from ai_sandbox import launch as L
+T["import"] = time.perf_counter() - t0
+from ai_sandbox import layers, project
+def wrap(obj, name, key):
+    f = getattr(obj, name, None)
+    if f is None:
+        return
+    def w(*a, **k):
+        s = time.perf_counter()
+        try:
+            return f(*a, **k)
+        finally:
+            T[key] = T.get(key, 0.0) + time.perf_counter() - s
+    setattr(obj, name, w)
+GIT = [0.0]
+_run = project._run
+def run(args, cwd, stdin=None):
+    s = time.perf_counter()
+    try:
+        return _run(args, cwd, stdin)
+    finally:
+        i = 0
+        while i < len(args) and args[i].startswith("-"):  # "-c name=value" overrides before the subcommand
+            i += 2 if args[i] == "-c" else 1
+        k = "git " + (args[i] if i < len(args) else "?")
+        T[k] = T.get(k, 0.0) + time.perf_counter() - s
+        GIT[0] += time.perf_counter() - s
+project._run = run
+_scan = getattr(project, "scan", None)
+def scan(*a, **k):
+    s, g = time.perf_counter(), GIT[0]
+    try:
+        return _scan(*a, **k)
+    finally:
+        T["scan parse"] = T.get("scan parse", 0.0) + (time.perf_counter() - s) - (GIT[0] - g)
+if _scan is not None:
+    project.scan = scan
+wrap(layers, "collect", "collect")
+wrap(L, "build", "policy build")
+wrap(L, "write_files", "write profile")
+t = time.perf_counter()
+req = L.Request(argv=["true"], is_command=True, cwd=os.getcwd(), env=dict(os.environ))
+prepared = L.prepare(req)
+T["prepare"] = time.perf_counter() - t
+t = time.perf_counter()
+from ai_sandbox import nested
+nested.inside_sandbox(nested.mounts())
+T["mount table"] = time.perf_counter() - t
+L.write_files(prepared.plan.files)
+t = time.perf_counter()
+from ai_sandbox import watch
+T["import watch"] = time.perf_counter() - t
+t = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os._exit(0)
+T["fork"] = time.perf_counter() - t
+os.waitpid(pid, 0)
+T["masks"] = len(prepared.policy.masks)
+print(json.dumps({k: (v * 1000 if isinstance(v, float) else v) for k, v in T.items()}))
+"""
+
+
+def venv_python() -> str:
+    with open(AI_SANDBOX, "rb") as f:
+        first = f.readline().decode().strip()
+    return first[2:].strip() if first.startswith("#!") else sys.executable
+
+
+def measure(row: Row, runs: int, dry_runs: int, env: dict[str, str]) -> None:
+    cwd = row.info["path"]
+    proc = subprocess.run([AI_SANDBOX, "explain", "--json"], cwd=cwd, env=env, capture_output=True)
+    if proc.returncode != 0:
+        row.error = (
+            f"`ai-sandbox explain --json` exited {proc.returncode}: {proc.stderr.decode(errors='replace').strip()}"
+        )
+        return
+    doc = json.loads(proc.stdout)
+    row.hidden = len(doc["hidden"])
+    [(profile, content)] = doc["files"].items()
+    if not os.path.exists(profile):  # ai-sandbox writes it on its first launch; the bare run needs it now
+        os.makedirs(os.path.dirname(profile), exist_ok=True)
+        with open(profile, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.write(content)
+    sandbox = [AI_SANDBOX, "--", "true"]
+    bare = [doc["command"][0], "--quiet", f"--profile={profile}", "--", shutil.which("true") or "/usr/bin/true"]
+
+    # One checked run each, with output, so a failure is reported verbatim rather than timed.
+    for argv, attr in ((sandbox, "error"), (bare, "bare_error")):
+        p = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=600)
+        if p.returncode != 0:
+            text = (p.stderr or p.stdout).decode(errors="replace").strip()
+            setattr(row, attr, f"`{' '.join(argv[:3])} …` exited {p.returncode}: {text}")
+    with open(profile, encoding="utf-8", errors="surrogateescape") as f:
+        if f.read() != content:
+            row.error = row.error or f"the profile a launch uses differs from explain's: {profile}"
+    if row.error or row.bare_error:
+        return
+
+    log(f"  {row.fixture.name} / {row.variant}: {row.hidden} hidden; {runs} interleaved launches")
+    for i in range(runs):
+        pair = ((sandbox, row.sandbox), (bare, row.bare))
+        for argv, out in pair if i % 2 == 0 else pair[::-1]:
+            ms, rc = timed(argv, cwd, env)
+            if rc != 0:
+                row.error = f"a timed run of {argv[0]} exited {rc}"
+                return
+            out.append(ms)
+    for _ in range(dry_runs):
+        ms, rc = timed([AI_SANDBOX, "--dry-run", "--", "true"], cwd, env)
+        if rc != 0:
+            row.error = f"`ai-sandbox --dry-run -- true` exited {rc}"
+            return
+        row.dry.append(ms)
+    samples: list[dict] = []
+    for _ in range(max(5, min(runs, 10))):
+        p = subprocess.run([venv_python(), "-c", INNER], cwd=cwd, env=env, capture_output=True)
+        if p.returncode == 0:
+            samples.append(json.loads(p.stdout))
+        else:
+            log(f"  breakdown failed: {p.stderr.decode(errors='replace').strip().splitlines()[-1:]}")
+            break
+    keys = {k for s in samples for k in s}
+    row.inner = {k: med([s[k] for s in samples if k in s]) for k in keys}
+
+
+def git_breakdown(path: str, runs: int) -> dict[str, float]:
+    out = {}
+    for name, args in [*GIT_CALLS.items(), ("status, not --ignored", STATUS_NO_IGNORED)]:
+        times = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            subprocess.run([*GIT, *args], cwd=path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+            times.append((time.perf_counter() - t) * 1000)
+        out[name] = med(times)
+    st = subprocess.run([*GIT, *GIT_CALLS["status"]], cwd=path, capture_output=True, check=True).stdout
+    out["status bytes"] = len(st)
+    out["status entries"] = st.count(b"\0")
+    return out
+
+
+# ------------------------------------------------------------------------------------------ import time
+
+
+IMPORT_STMT = "import ai_sandbox.main, ai_sandbox.launch"
+
+
+def importtime(py: str, runs: int, env: dict[str, str]) -> tuple[int, dict[str, list[int]], dict[str, list[int]]]:
+    """Median cumulative µs of the statement's top-level imports, and every module's self and cumulative µs."""
+    totals: list[int] = []
+    selfs: dict[str, list[int]] = {}
+    cums: dict[str, list[int]] = {}
+    for _ in range(runs):
+        argv = [py, "-X", "importtime", "-c", IMPORT_STMT]
+        err = subprocess.run(argv, capture_output=True, check=True, env=env).stderr.decode()
+        after_site, total = False, 0
+        for line in err.splitlines():
+            m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)", line)
+            if not m:
+                continue
+            self_us, cum_us, depth, name = int(m[1]), int(m[2]), len(m[3]) - 1, m[4]
+            if not after_site:
+                after_site = depth == 0 and name == "site"
+                continue
+            if depth == 0:
+                total += cum_us
+            selfs.setdefault(name, []).append(self_us)
+            cums.setdefault(name, []).append(cum_us)
+        totals.append(total)
+    return med(totals), selfs, cums
+
+
+def import_report(py: str, runs: int) -> dict:
+    importtime(py, 1, PY_ENV)  # fills the bytecode cache
+    total, selfs, cums = importtime(py, runs, PY_ENV)
+    top = sorted(selfs, key=lambda n: -med(selfs[n]))[:5]
+
+    def wall(args: list[str]) -> float:
+        return med([timed(args, REPO, PY_ENV)[0] for _ in range(max(runs, 10))])
+
+    out = {
+        "total_us": total,
+        "top": [(n, med(selfs[n]), med(cums[n])) for n in top],
+        "modules": len(selfs),
+        "wall_pass": wall([py, "-c", "pass"]),
+        "wall_import": wall([py, "-c", IMPORT_STMT]),
+        "wall_version": wall([AI_SANDBOX, "--version"]),
+        "uncached_us": None,
+    }
+    if not glob.glob(os.path.join(REPO, "src", "ai_sandbox", "__pycache__", "launch.*.pyc")):
+        # How this environment runs it when PYTHONDONTWRITEBYTECODE=1: ai_sandbox compiled at every start.
+        env = {k: v for k, v in PY_ENV.items() if k != "PYTHONPYCACHEPREFIX"} | {"PYTHONDONTWRITEBYTECODE": "1"}
+        out["uncached_us"] = importtime(py, max(5, runs // 2), env)[0]
+    return out
+
+
+# -------------------------------------------------------------------------------------------- report
+
+
+def machine() -> list[tuple[str, str]]:
+    cpu = platform.processor() or "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+
+    def first_line(argv: list[str]) -> str:
+        try:
+            return subprocess.run(argv, capture_output=True, text=True).stdout.strip().splitlines()[0]
+        except (OSError, IndexError):
+            return "not found"
+
+    head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain", "--", "src"], capture_output=True, text=True)
+    version = head.stdout.strip() + (" + uncommitted changes in src/" if dirty.stdout.strip() else "")
+    return [
+        ("ai-sandbox", version or "?"),
+        ("CPU", f"{cpu}, {os.cpu_count()} cores"),
+        ("kernel", f"{platform.system()} {platform.release()}"),
+        ("firejail", first_line(["firejail", "--version"])),
+        ("git", first_line(["git", "--version"])),
+        ("python", first_line([venv_python(), "--version"])),
+        ("user", "root" if os.geteuid() == 0 else f"uid {os.geteuid()}"),
+    ]
+
+
+def ms(x: float) -> str:
+    if x != x:  # nan
+        return "–"
+    return f"{x:,.0f} ms" if x >= 10 else f"{x:.1f} ms"
+
+
+def report(rows: list[Row], gits: dict[str, dict], imp: dict | None, mach: list, runs_note: str) -> None:
+    p = print
+    p("## Launch benchmark\n")
+    p(" · ".join(f"{k}: {v}" for k, v in mach) + "\n")
+    p(runs_note + "\n")
+    p("| fixture | config | files | hidden | `--dry-run` | `ai-sandbox -- true` | bare `firejail` | overhead | ratio "
+      "| overhead of the fastest runs |")  # fmt: skip
+    p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        cfg = "defaults" if r.variant == "default" else "`allow_dependencies = false`"
+        files = f"{r.info['files']:,}"
+        if r.error or r.bare_error:
+            bare = "fails" if r.bare_error else "–"
+            p(f"| {r.fixture.title} | {cfg} | {files} | {r.hidden:,} | – | **fails** | {bare} | – | – | – |")
+            continue
+        a, b = med(r.sandbox), med(r.bare)
+        p(f"| {r.fixture.title} | {cfg} | {files} | {r.hidden:,} | {ms(med(r.dry))} | {ms(a)} | {ms(b)} | "
+          f"+{a - b:,.0f} ms | {a / b:.2f}× | +{min(r.sandbox) - min(r.bare):,.0f} ms |")  # fmt: skip
+    p("\n*hidden*: masks after collapsing (`ai-sandbox explain --json` → `hidden`); *overhead*: median of "
+      "`ai-sandbox -- true` − median of bare `firejail --quiet --profile=<the same generated profile> -- true`, "
+      "run interleaved; *overhead of the fastest runs*: min − min, less sensitive to a busy machine.")  # fmt: skip
+    for r in rows:
+        if r.error or r.bare_error:
+            p(f"\n**{r.fixture.title}, {VARIANTS[r.variant]}: the launch fails.**\n")
+            p("```")
+            p(r.error or "")
+            p(r.bare_error or "")
+            p("```")
+
+    p("\n### Where the launch time goes\n")
+    p("The git calls ai-sandbox makes, run by hand in the fixture (median):\n")
+    p("| fixture | files | tracked | git-ignored entries | `rev-parse` | `status --ignored` | `ls-files -s` | "
+      "`status` without `--ignored` |")  # fmt: skip
+    p("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, g in gits.items():
+        info = next(r.info for r in rows if r.fixture.name == name)
+        p(f"| {next(r.fixture.title for r in rows if r.fixture.name == name)} | {info['files']:,} | "
+          f"{info['tracked']:,} | {info['git_ignored_entries']:,} | {ms(g['rev-parse'])} | {ms(g['status'])} | "
+          f"{ms(g['ls-files'])} | {ms(g['status, not --ignored'])} |")  # fmt: skip
+    p("\nInside one launch (`launch.prepare()` of `ai-sandbox -- true` timed in-process, median; *startup* is "
+      "`python -c pass`, *imports* `import ai_sandbox.main, ai_sandbox.launch`):\n")  # fmt: skip
+    p("| fixture | config | masks | startup | imports | git calls | scan parse | policy build | rest of prepare | "
+      "profile, watcher | sum | measured overhead |")  # fmt: skip
+    p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        t = r.inner
+        if not t:
+            continue
+        git_ms = sum(v for k, v in t.items() if k.startswith("git "))
+        scan_parse = t.get("scan parse", float("nan"))
+        rest = t.get("prepare", 0) - git_ms - t.get("scan parse", 0) - t.get("policy build", 0)
+        tail = t.get("write profile", 0) + t.get("import watch", 0) + t.get("fork", 0) + t.get("mount table", 0)
+        startup = imp["wall_pass"] if imp else float("nan")
+        imports = t.get("import", float("nan"))
+        total = startup + imports + t.get("prepare", 0) + tail
+        over = med(r.sandbox) - med(r.bare) if r.sandbox else float("nan")
+        cfg = "defaults" if r.variant == "default" else "no deps"
+        p(f"| {r.fixture.title} | {cfg} | {t.get('masks', 0):,.0f} | {ms(startup)} | {ms(imports)} | {ms(git_ms)} | "
+          f"{ms(scan_parse)} | {ms(t.get('policy build', float('nan')))} | {ms(rest)} | {ms(tail)} | {ms(total)} | "
+          f"{ms(over)} |")  # fmt: skip
+    seen = sorted({k[4:] for r in rows for k in r.inner if k.startswith("git ")})
+    p(f"\n*git calls*: every git subprocess of prepare() (here: {', '.join(seen)}); *scan parse*: reading "
+      "their output; *rest*: config, profile lookup, layers, backend plan; *profile, watcher*: rereading the "
+      "content-addressed profile, the mount-table check, importing `watch` and the watcher's fork.")  # fmt: skip
+
+    if imp:
+        p("\n### Import time of the launch path\n")
+        p(f"`python -X importtime -c 'import ai_sandbox.main, ai_sandbox.launch'`: **{imp['total_us'] / 1000:.1f} ms** "
+          f"cumulative ({imp['modules']} modules). Wall time: `python -c pass` {ms(imp['wall_pass'])}, "
+          f"`python -c 'import ai_sandbox.main, ai_sandbox.launch'` {ms(imp['wall_import'])}, "
+          f"`ai-sandbox --version` {ms(imp['wall_version'])}.")  # fmt: skip
+        if imp["uncached_us"] is not None:
+            p(f"Without ai_sandbox's bytecode cache (`PYTHONDONTWRITEBYTECODE=1` and no `__pycache__` next to the "
+              f"sources, so every launch compiles them): **{imp['uncached_us'] / 1000:.1f} ms**. The table above and "
+              f"all launches were measured with the cache (`PYTHONPYCACHEPREFIX` in the bench's cache), as after "
+              f"an install.")  # fmt: skip
+        p("")
+        p("| module | self | cumulative |")
+        p("| --- | ---: | ---: |")
+        for name, s, c in imp["top"]:
+            p(f"| `{name}` | {s / 1000:.2f} ms | {c / 1000:.2f} ms |")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--quick", action="store_true", help="the small and 100k fixtures only, fewer runs")
+    ap.add_argument("--runs", type=int, help="measured launches per row (default: 40 small, 20 100k, 10 monorepo)")
+    ap.add_argument("--build-only", action="store_true", help="build (or check) the fixtures, measure nothing")
+    ap.add_argument("--only", choices=[f.name for f in FIXTURES], action="append", help="measure only this fixture")
+    ap.add_argument(
+        "--cache",
+        default=os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ai-sandbox-bench"),
+    )
+    args = ap.parse_args()
+    if not os.access(AI_SANDBOX, os.X_OK):
+        raise SystemExit(f"bench: {AI_SANDBOX} not found: run `make bench` (it creates the venv)")
+    if shutil.which("firejail") is None:
+        raise SystemExit("bench: firejail is not installed (`make system-deps`)")
+    if args.runs is not None and args.runs < 10:
+        log(f"--runs {args.runs}: fewer than 10 runs, the medians are rough")
+    fixtures = [f for f in FIXTURES if not (args.quick and f.name == "monorepo")]
+    if args.only:
+        fixtures = [f for f in fixtures if f.name in args.only]
+    os.makedirs(args.cache, exist_ok=True)
+    PY_ENV.update(python_env(args.cache))
+    t0 = time.perf_counter()
+    infos = {f.name: build(f, args.cache) for f in fixtures}
+    t_build = time.perf_counter() - t0
+    built = ", ".join(n for n, i in infos.items() if i["built_now"])
+    log(f"fixtures ready in {t_build:.1f} s ({f'{built} built now' if built else 'all cached'})")
+
+    if args.build_only:
+        for name, info in infos.items():
+            print(
+                f"{name}: {info['path']}: {info['files']:,} files, {info['tracked']:,} tracked, built in {info['build_seconds']} s"
+            )
+        return 0
+    load_before = os.getloadavg()[0]
+    rows: list[Row] = []
+    gits: dict[str, dict] = {}
+    for f in fixtures:
+        runs = args.runs or (f.quick_runs if args.quick else f.runs)
+        dry_runs = max(10, runs // 2) if f.name == "monorepo" else runs
+        log(f"{f.name}: git breakdown")
+        gits[f.name] = git_breakdown(infos[f.name]["path"], 5 if f.name == "monorepo" else 10)
+        for variant in VARIANTS:
+            env = {**PY_ENV, "XDG_CONFIG_HOME": config_dir(args.cache, variant)}
+            row = Row(f, infos[f.name], variant)
+            measure(row, runs, dry_runs, env)
+            if row.error or row.bare_error:
+                log(f"  {f.name} / {variant}: FAILED: {row.error or row.bare_error}")
+            rows.append(row)
+    log("import time")
+    imp = import_report(venv_python(), 10 if args.quick else 20)
+    t_all = time.perf_counter() - t0
+    runs_note = (
+        "Medians; `ai-sandbox -- true` and bare firejail interleaved, "
+        + ", ".join(f"{f.name}: {args.runs or (f.quick_runs if args.quick else f.runs)} runs each" for f in fixtures)
+        + f"; whole bench {t_all:.0f} s (fixture build {t_build:.0f} s)."
+    )
+    runs_note += f" Load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after."
+    report(rows, gits, imp, machine(), runs_note)
+    return 1 if any(r.error or r.bare_error for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

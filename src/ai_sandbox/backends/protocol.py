@@ -1,0 +1,28 @@
+"""The one interface every backend module implements (firejail.py, docker.py). Imported only by type
+checkers and readers: the launch path does not pay for `typing`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from ai_sandbox.backends import LaunchPlan
+from ai_sandbox.errors import UnavailableError
+from ai_sandbox.policy import Policy
+
+
+class Backend(Protocol):
+    name: str
+    host_commands: bool  # the agent is a program of this machine (firejail), or of an image (docker)
+
+    def unavailable(self) -> UnavailableError | None:
+        """Why this backend cannot run here, with the fix; None when it can."""
+
+    def version(self) -> str | None:
+        """The backend's own version line, for doctor; None when it does not answer."""
+
+    def unexpressible(self, path: str) -> str | None:
+        """Why this backend cannot hide exactly this path ("contains ','"); None when it can."""
+
+    def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str]) -> LaunchPlan:
+        """The command that runs argv under the policy with env passed through."""

@@ -52,20 +52,64 @@ def config_home(env: dict[str, str] | os._Environ[str] = os.environ) -> str:
 
 
 def load_toml(path: str) -> tuple[dict, str]:
-    import tomllib  # noqa: PLC0415 — only paid when a config file exists
-
     try:
         with open(path, "rb") as f:
             raw = f.read()
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror}", "check the file's permissions") from None
+    cached = _parsed(path, raw)
+    if cached is not None:
+        return cached
+    import tomllib  # noqa: PLC0415 — 15 ms; only paid when a config file is new or changed
+
     try:
         text = raw.decode("utf-8")
-        return tomllib.loads(text), text
+        data = tomllib.loads(text)
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text", "save the file as UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: invalid TOML: {e}", "fix the syntax, or delete the file") from None
+    _remember(path, raw, data, text)
+    return data, text
+
+
+def _parse_cache(path: str) -> str:
+    import hashlib  # noqa: PLC0415
+
+    from ai_sandbox.state import state_dir  # noqa: PLC0415
+
+    return os.path.join(state_dir(os.environ), "parsed", hashlib.sha256(os.fsencode(path)).hexdigest()[:24])
+
+
+def _parsed(path: str, raw: bytes) -> tuple[dict, str] | None:
+    """A parse remembered in the state directory (read-only inside the sandbox), valid for these exact
+    bytes: compared in full, so a stale or planted entry can never stand in for the file."""
+    import marshal  # noqa: PLC0415
+
+    try:
+        with open(_parse_cache(path), "rb") as f:
+            stored_raw, data, text = marshal.load(f)
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+    return (data, text) if stored_raw == raw else None
+
+
+def _remember(path: str, raw: bytes, data: dict, text: str) -> None:
+    import marshal  # noqa: PLC0415
+
+    try:
+        blob = marshal.dumps((raw, data, text))
+    except ValueError:
+        return  # TOML dates and times do not marshal; such a file is parsed each time
+    cache = _parse_cache(path)
+    try:
+        os.makedirs(os.path.dirname(cache), mode=0o700, exist_ok=True)
+        tmp = f"{cache}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, cache)
+    except OSError:
+        pass  # read-only inside a sandbox, or no home: parse next time too
 
 
 def _line_of(text: str, key: str, value: str | None = None) -> int:

@@ -84,3 +84,13 @@ def test_project_allow_may_not_name_a_global_block(tmp_path):
             config.check_project_allow(proj, user, "/p")
     proj = config.ProjectConfig(allow=[config.Pattern("build/", ".ai-sandbox.toml:2")])
     config.check_project_allow(proj, user, "/p")  # unrelated allow is fine
+
+
+def test_a_remembered_parse_is_used_only_for_the_same_bytes(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    assert user_cfg(tmp_path, 'block = ["*.pem"]\n').block_patterns[0].text == "*.pem"
+    assert list((tmp_path / "state" / "ai-sandbox" / "parsed").iterdir())  # remembered
+    cfg = user_cfg(tmp_path, 'block = ["*.key"]\n')  # same size, other bytes: parsed again
+    assert [p.text for p in cfg.block_patterns] == ["*.key"]
+    with pytest.raises(ConfigError):
+        user_cfg(tmp_path, "block = [\n")  # a broken file is never served from the cache

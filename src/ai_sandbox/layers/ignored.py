@@ -7,7 +7,6 @@ import os
 from ai_sandbox import project
 from ai_sandbox.policy import IGNORED, Entry
 
-
 MAX_NAMED = 2000
 
 

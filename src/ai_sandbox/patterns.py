@@ -10,7 +10,7 @@ escapes, negations); the property tests compare both paths with git itself.
 from __future__ import annotations
 
 import re
-from fnmatch import fnmatchcase
+from fnmatch import fnmatchcase, translate
 
 from ai_sandbox.errors import ConfigError
 from ai_sandbox.records import value
@@ -93,6 +93,9 @@ class PatternSet:
             if not _is_simple(p.text) and (rx := _anchored_regex(p.text)) is not None:
                 self._anchored[i] = rx
         self._simple = all(i in self._anchored or _is_simple(p.text) for i, p in enumerate(patterns))
+        # one regex that any simple name pattern matches: most paths match none, and are answered at once
+        names = [p.text.rstrip("/") for i, p in enumerate(patterns) if i not in self._anchored]
+        self._any_name = re.compile("|".join(f"(?:{translate(t)})" for t in names)) if names else None
         self._spec = None
         if not self._simple:
             import pathspec  # noqa: PLC0415 — deliberately lazy, see module docstring
@@ -123,6 +126,8 @@ class PatternSet:
             res = self._spec.check_file(rel + "/" if is_dir else rel)
             return self.patterns[res.index] if res.include else None
         name = rel.rsplit("/", 1)[-1]
+        if not self._anchored and (self._any_name is None or not self._any_name.match(name)):
+            return None
         for i in range(len(self.patterns) - 1, -1, -1):
             pat = self.patterns[i]
             text = pat.text

@@ -113,8 +113,14 @@ def _inside(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
+_SYSTEM_TOP = frozenset(d for d in SYSTEM_DIRS if d.count("/") == 1)
+_SYSTEM_DEEP = tuple(d for d in SYSTEM_DIRS if d.count("/") > 1)
+
+
 def is_system(path: str) -> bool:
-    return path == "/" or any(_inside(path, d) for d in SYSTEM_DIRS)
+    if path == "/" or "/" + path.split("/", 2)[1] in _SYSTEM_TOP:
+        return True
+    return any(_inside(path, d) for d in _SYSTEM_DEEP)
 
 
 def build(

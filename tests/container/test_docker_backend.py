@@ -5,11 +5,12 @@ the environment passed through, exit codes, odd paths."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import _new_repo
+from tests.conftest import AIS, _new_repo, require
 
 pytestmark = pytest.mark.sandbox
 
@@ -152,3 +153,35 @@ def test_odd_project_paths_and_odd_hidden_names(tmp_world, podman_env):
     assert res.rc == 0, res.err
     assert "SECRET" not in res.out
     assert "readme" in res.out and res.out.strip().endswith(str(Path(w.repo)))
+
+
+def test_dry_run_explain_and_doctor_know_the_backend(ws_self, container, podman_env):
+    _layers(ws_self)
+    dry = container("--dry-run", "--", "true")
+    assert dry.rc == 0, dry.err
+    assert "backend  docker" in dry.out and "run --rm -i --pull=never" in dry.out
+    assert f"target={ws_self.repo}/.env,readonly" in dry.out
+    doc = container("explain", "--json")
+    assert doc.rc == 0, doc.err
+    assert '"backend": "docker"' in doc.out
+    res = container("doctor")
+    assert res.rc == 0, res.out + res.err
+    assert "✓ backend docker: podman version" in res.out and "✓ sandbox hides files (docker)" in res.out
+
+
+def test_a_terminal_gets_a_tty_and_a_pipe_does_not(ws_self, container, podman_env):
+    require("script")
+    args = "--backend docker --engine podman --image ai-sandbox-test-busybox"
+    # the sleep: podman's tty attach can lose the output of a container that exits at once
+    cmd = f"{AIS} {args} -- sh -c 'test -t 0 && echo IS-A-TTY || echo NO-TTY; sleep 0.5'"
+    proc = subprocess.run(
+        ["script", "-qec", cmd, "/dev/null"],
+        cwd=ws_self.repo,
+        env=ws_self.env(podman_env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "IS-A-TTY" in proc.stdout
+    assert "NO-TTY" in container("--", "sh", "-c", "test -t 0 && echo IS-A-TTY || echo NO-TTY").out

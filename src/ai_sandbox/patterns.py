@@ -93,6 +93,11 @@ class PatternSet:
             if not _is_simple(p.text) and (rx := _anchored_regex(p.text)) is not None:
                 self._anchored[i] = rx
         self._simple = all(i in self._anchored or _is_simple(p.text) for i, p in enumerate(patterns))
+        self._below = [
+            (p, p.text.rstrip("/").lstrip("/").split("/"))
+            for p in patterns
+            if not p.text.startswith("!") and "/" in p.text.rstrip("/")
+        ]
         # one regex that any simple name pattern matches: most paths match none, and are answered at once
         names = [p.text.rstrip("/") for i, p in enumerate(patterns) if i not in self._anchored]
         self._any_name = re.compile("|".join(f"(?:{translate(t)})" for t in names)) if names else None
@@ -152,15 +157,10 @@ class PatternSet:
         `.claude/` could match at any depth, and searching every ignored tree for it would cost a walk of
         node_modules at each launch. Write `build/public/` to reach inside an ignored `build/`.
         """
+        if not self._below:
+            return None  # the usual case: no allow pattern with a `/` in it
         parts = dir_rel.split("/")
-        for pat in self.patterns:
-            text = pat.text
-            if text.startswith("!"):
-                continue
-            body = text.rstrip("/")
-            if "/" not in body:
-                continue
-            segs = body.lstrip("/").split("/")
+        for pat, segs in self._below:
             if _prefix_matches(segs, parts):
                 return pat
         return None

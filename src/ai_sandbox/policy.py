@@ -219,19 +219,22 @@ def _protected(root: str, home: str) -> list[str]:
 
 
 def _cached_realpath() -> Callable[[str], str]:
-    """realpath with the parents' answers remembered: thousands of masks share a few hundred directories,
-    and only the last component needs a look of its own."""
-    dirs: dict[str, str] = {}
+    """realpath with every directory's answer remembered: thousands of masks share a few hundred
+    directories, so each directory is looked at once (one lstat) instead of once per component per mask."""
+    known: dict[str, str] = {"/": "/"}
 
     def real(path: str) -> str:
-        parent, name = os.path.split(path)
-        if not name or not parent:
+        if not os.path.isabs(path) or "/./" in path or "/../" in path or path.endswith(("/.", "/..")):
             return os.path.realpath(path)
-        rp = dirs.get(parent)
-        if rp is None:
-            rp = dirs[parent] = os.path.realpath(parent)
-        joined = os.path.join(rp, name)
-        return os.path.realpath(joined) if name in (".", "..") or os.path.islink(joined) else joined
+        pending = []  # ancestors not yet known, nearest first (a loop: paths can be 2,000 levels deep)
+        p = path.rstrip("/") or "/"
+        while p not in known:
+            pending.append(p)
+            p = os.path.dirname(p)
+        for q in reversed(pending):
+            joined = os.path.join(known[os.path.dirname(q)], os.path.basename(q))
+            known[q] = os.path.realpath(joined) if os.path.islink(joined) else joined
+        return known[path.rstrip("/") or "/"]
 
     return real
 

@@ -123,6 +123,12 @@ def is_system(path: str) -> bool:
     return any(_inside(path, d) for d in _SYSTEM_DEEP)
 
 
+def _owned(path: str, root: str) -> bool:
+    """Strictly inside the project: masking it cannot break the system, even when the project itself
+    lives under a system directory (/var/www/app, /usr/local/src/tool)."""
+    return root != "/" and path.startswith(root.rstrip("/") + "/")
+
+
 def build(
     root: str,
     entries: Iterable[Entry],
@@ -262,7 +268,9 @@ def _resolve(m: Mask, root: str, protected: list[str], policy: Policy, realpath:
             )
         policy.warn(NEVER_MASKED, f"{m.path} resolves to {target}, which holds the project: not masked", m.path)
         return None
-    if target in protected or (is_system(target) and (target != m.path or m.layer != GLOBAL)):
+    if target in protected or (
+        is_system(target) and not _owned(target, root) and (target != m.path or m.layer != GLOBAL)
+    ):
         policy.warn(
             NEVER_MASKED, f"{m.path} resolves to {target}, which is never masked (a system or home path)", m.path
         )
@@ -307,7 +315,7 @@ def _express(
         parent = os.path.dirname(m.path)
         while express(parent) is not None and parent != os.path.dirname(parent):
             parent = os.path.dirname(parent)
-        if parent in protected or is_system(parent):
+        if parent in protected or (is_system(parent) and not _owned(parent, root)):
             raise PolicyError(
                 f"cannot hide {m.path!r} ({why}), and its nearest expressible parent {parent} must stay visible",
                 "rename the file or directory, or move it out of the project",

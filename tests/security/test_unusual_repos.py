@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import secrets as _random
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -216,6 +219,37 @@ def test_ignored_symlinks_to_root_home_and_project_never_mask_them(ws, firejail)
     assert int(res.out.split("bin=")[1].split()[0]) > 10 and int(res.out.split("root=")[1].split()[0]) > 5
     assert res.out.count("HOME-VISIBLE") == 2 and res.out.count("readme") == 3
     assert secret not in res.out + res.err
+
+
+# --- projects that live under a system directory -----------------------------------------------------
+
+
+@pytest.mark.parametrize("parent", ["/var/local", "/usr/local/src"])
+def test_a_project_under_a_system_directory_hides_its_secrets(ws, firejail, parent):
+    """/var/www/app or /usr/local/src/tool: a path under /var or /usr is never masked when a symlink leads
+    there, but the project's own ignored files must be. (Until 2026-11-22 they were not: a fail-open.)"""
+    if not os.access(parent, os.W_OK):
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"cannot create a project in {parent}: CI runs the suite as root")
+        pytest.skip(f"{parent} is not writable here")
+    base = Path(tempfile.mkdtemp(prefix="ais-sys-", dir=parent))
+    try:
+        base.chmod(0o755)
+        root = new_repo(ws, base / "app", {"app.txt": "APP-VISIBLE\n"}, ignore=".env\nsecrets/\n")
+        env, key = _token("ENVSECRET"), _token("KEYSECRET")
+        (root / ".env").write_text(env + "\n")
+        (root / "secrets").mkdir()
+        (root / "secrets" / "key").write_text(key + "\n")
+        if ws.user:
+            subprocess.run(["chown", "-R", f"{ws.user.uid}:{ws.user.gid}", str(base)], check=True)
+        res = inside(ws, 'cat app.txt .env secrets/key "$PWD/.env"; ls -a secrets', cwd=root)
+        assert res.rc == 0, res.err
+        assert "APP-VISIBLE" in res.out
+        assert env not in res.out + res.err and key not in res.out + res.err
+        plan = ws.run("--dry-run", "--", "true", cwd=root)
+        assert f"{root}/.env" in plan.out and "never masked" not in plan.out
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 # --- project roots with odd characters -----------------------------------------------------------------

@@ -150,3 +150,23 @@ def test_hidden_lookup_covers_children():
     assert pol.hidden(f"{ROOT}/dir/x/y").path == f"{ROOT}/dir"
     assert pol.hidden(f"{ROOT}/dirx") is None
     assert pol.hidden(f"{ROOT}/f").path == f"{ROOT}/f"
+
+
+@pytest.mark.parametrize("root", ["/var/www/app", "/usr/local/src/tool", "/srv/site", "/opt/app"])
+def test_a_project_under_a_system_directory_still_hides_its_secrets(root):
+    """/var/www/app/.env is under /var, which is never masked from outside; inside the project it is."""
+    entries = [Entry(f"{root}/.env", False, IGNORED, "ignored"), Entry(f"{root}/node_cache", True, IGNORED, "i")]
+    pol = build(root, entries, allow(), realpath=identity, express=bad_commas)
+    assert paths(pol) == [f"{root}/.env", f"{root}/node_cache"]
+    pol = build(
+        root, [Entry(f"{root}/d/a,b", False, IGNORED, "ignored")], allow(), express=bad_commas, realpath=identity
+    )
+    assert paths(pol) == [f"{root}/d"]
+
+
+def test_a_link_from_a_project_under_var_to_the_rest_of_var_is_not_masked():
+    links = {"/var/www/app/log": "/var/log"}
+    pol = build(
+        "/var/www/app", [Entry("/var/www/app/log", True, IGNORED, "i")], allow(), realpath=lambda p: links.get(p, p)
+    )
+    assert paths(pol) == []

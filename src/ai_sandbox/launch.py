@@ -200,7 +200,7 @@ def run(req: Request) -> int:
             refusal = str(e)
         report.dry_run(prepared, req, nested.unenforced(prepared.policy, table) if inside else None, refusal)
         return 0
-    record = state.check(prepared.policy, req.env)
+    seen = state.check(prepared.policy, req.env)
     if inside:
         return _run_nested(prepared, req, table)
     err = prepared.backend.unavailable()
@@ -209,7 +209,7 @@ def run(req: Request) -> int:
     _print_loud(prepared.policy)
     make_dirs(prepared.plan.dirs)
     write_files(prepared.plan.files)
-    state.record(prepared.policy, record)
+    state.record(seen)
     if prepared.policy.masks:
         from ai_sandbox import watch  # noqa: PLC0415
 

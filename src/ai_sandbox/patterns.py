@@ -102,6 +102,7 @@ class PatternSet:
         names = [p.text.rstrip("/") for i, p in enumerate(patterns) if i not in self._anchored]
         self._any_name = re.compile("|".join(f"(?:{translate(t)})" for t in names)) if names else None
         self._spec = None
+        self._by_name: dict[tuple[str, bool], Pattern | None] = {}
         if not self._simple:
             import pathspec  # noqa: PLC0415 — deliberately lazy, see module docstring
 
@@ -131,8 +132,18 @@ class PatternSet:
             res = self._spec.check_file(rel + "/" if is_dir else rel)
             return self.patterns[res.index] if res.include else None
         name = rel.rsplit("/", 1)[-1]
-        if not self._anchored and (self._any_name is None or not self._any_name.match(name)):
+        if self._anchored:
+            return self._match(rel, name, is_dir)
+        if self._any_name is None or not self._any_name.match(name):
             return None
+        # names only: the answer depends on the last component alone, and a monorepo repeats a few names
+        # (node_modules, dist) thousands of times
+        key = (name, is_dir)
+        if key not in self._by_name:
+            self._by_name[key] = self._match(rel, name, is_dir)
+        return self._by_name[key]
+
+    def _match(self, rel: str, name: str, is_dir: bool) -> Pattern | None:
         for i in range(len(self.patterns) - 1, -1, -1):
             pat = self.patterns[i]
             text = pat.text

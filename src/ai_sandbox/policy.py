@@ -17,6 +17,7 @@ from ai_sandbox.records import Factory, record, value
 
 GLOBAL, IGNORED, CRYPT, EXPLICIT = "global", "ignored", "git-crypt", "explicit"
 LAYERS = (GLOBAL, IGNORED, CRYPT, EXPLICIT)
+_RANK = {layer: i for i, layer in enumerate(LAYERS)}
 
 # Masking any of these (or anything under them) would break the sandbox for every program in it; an
 # ignored symlink into /etc must never hide /etc/passwd.
@@ -34,6 +35,9 @@ class Entry:
     is_dir: bool
     layer: str
     reason: str
+    # git listed it while walking a work tree whose root is a real path: no directory above it (nor the
+    # entry itself, when is_dir) is a symlink, so resolving it needs no lstat (a monorepo has thousands)
+    walked: bool = False
 
 
 @value
@@ -148,25 +152,45 @@ def build(
     """
     policy = Policy(root=root, in_git=in_git)
     candidates: list[Mask] = []
+    walked: set[str] = set()  # candidates git saw as real directories or files in real directories
+    cut = len(root.rstrip("/")) + 1
+    match, below = allow.match, allow.may_match_below
     for e in entries:
-        if e.layer == IGNORED:
-            _allow_or_split(e, root, allow, policy, candidates, listdir)
-        else:
+        if e.layer != IGNORED:
             candidates.append(Mask(e.path, e.is_dir, e.layer, e.reason))
+            continue
+        if e.walked:
+            walked.add(e.path)
+        rel = e.path[cut:]
+        if match(rel, e.is_dir) is None and not (e.is_dir and below(rel)):
+            candidates.append(Mask(e.path, e.is_dir, e.layer, e.reason))  # the usual case, without a call
+        else:
+            _allow_or_split(e, root, allow, policy, candidates, listdir)
     protected = _protected(root, home)
     if realpath is os.path.realpath:
         realpath = _cached_realpath()
-    resolved = [m for m in (_resolve(c, root, protected, policy, realpath) for c in candidates) if m]
-    # a dynamic symlink into the project only counts if its target is hidden anyway (see _resolve)
+    resolved = []
+    fast = root != "/" and bool(walked)
+    kept_out = set(protected)
+    for c in candidates:
+        if fast and c.path in walked and c.path not in kept_out and (c.is_dir or not os.path.islink(c.path)):
+            resolved.append(c)  # strictly inside the project and not a link: it is its own target
+        elif (m := _resolve(c, root, protected, policy, realpath)) is not None:
+            resolved.append(m)
     masks = _fold(resolved, policy)
-    masks = _express(masks, root, protected, express, policy)
-    policy.masks = _fold(masks, policy)
-    for k in policy.kept:
-        m = policy.hidden(k.path)
-        if m is not None and m.note.startswith("widened"):
-            policy.warn(
-                ALLOWED_BUT_HIDDEN, f"{k.path} is allowed but hidden anyway: {m.path} was widened ({m.note})", k.path
-            )
+    widened = _express(masks, root, protected, express, policy)
+    if widened is not masks:
+        policy.masks = _fold(widened, policy)
+        for k in policy.kept:
+            m = policy.hidden(k.path)
+            if m is not None and m.note.startswith("widened"):
+                policy.warn(
+                    ALLOWED_BUT_HIDDEN,
+                    f"{k.path} is allowed but hidden anyway: {m.path} was widened ({m.note})",
+                    k.path,
+                )
+    else:
+        policy.masks = masks
     return policy
 
 
@@ -286,14 +310,15 @@ def _resolve(m: Mask, root: str, protected: list[str], policy: Policy, realpath:
 def _fold(masks: list[Mask], policy: Policy) -> list[Mask]:
     """Drop masks inside a masked directory; the parent already hides them (and files created later)."""
     by_path: dict[str, Mask] = {}
-    for m in sorted(masks, key=lambda m: LAYERS.index(m.layer)):
+    for m in sorted(masks, key=lambda m: _RANK[m.layer]):
         if m.path in by_path:
             policy.covered.append(m)
         else:
             by_path[m.path] = m
     out: list[Mask] = []
     open_dir = ""  # the kept directory mask the walk is inside of; component order keeps a tree contiguous
-    for path, m in sorted(by_path.items(), key=lambda kv: kv[0].split("/")):
+    # component order: "/" as NUL sorts a/b before a.b and a-b, as comparing split lists would
+    for path, m in sorted(by_path.items(), key=lambda kv: kv[0].replace("/", "\0")):
         if open_dir and path.startswith(open_dir):
             policy.covered.append(m)
             continue
@@ -305,13 +330,17 @@ def _fold(masks: list[Mask], policy: Policy) -> list[Mask]:
 def _express(
     masks: list[Mask], root: str, protected: list[str], express: Callable[[str], str | None], policy: Policy
 ) -> list[Mask]:
-    """Widen what the backend cannot name exactly to the nearest parent it can; refuse if that is too wide."""
-    out = []
-    for m in masks:
+    """Widen what the backend cannot name exactly to the nearest parent it can; refuse if that is too wide.
+    Returns masks itself when nothing had to widen."""
+    out = None
+    for i, m in enumerate(masks):
         why = express(m.path)
         if why is None:
-            out.append(m)
+            if out is not None:
+                out.append(m)
             continue
+        if out is None:
+            out = masks[:i]
         parent = os.path.dirname(m.path)
         while express(parent) is not None and parent != os.path.dirname(parent):
             parent = os.path.dirname(parent)
@@ -323,4 +352,4 @@ def _express(
         note = f"widened: {os.path.basename(m.path)!r} {why}"
         out.append(Mask(parent, True, m.layer, m.reason, origin=m.origin or m.path, note=note))
         policy.warn(WIDENED, f"{m.path!r} {why}; hiding its parent {parent} instead", m.path)
-    return out
+    return masks if out is None else out

@@ -6,6 +6,7 @@ git is the source of truth for what is ignored; a git failure is never read as "
 from __future__ import annotations
 
 import os
+import selectors
 import subprocess
 
 from ai_sandbox.errors import PolicyError, UnavailableError
@@ -122,7 +123,7 @@ def find_repo(cwd: str) -> Repo | None:
 
 
 def _split_z(data: bytes) -> list[str]:
-    return [os.fsdecode(p) for p in data.split(b"\0") if p]
+    return [p for p in os.fsdecode(data).split("\0") if p]  # one decode: NUL is never inside a character
 
 
 def _collapse(paths: list[str]) -> list[tuple[str, bool]]:
@@ -156,19 +157,38 @@ def scan(repo: Repo) -> Scan:
             )
     except FileNotFoundError:
         raise UnavailableError("git is not installed", "install git (e.g. `sudo apt-get install git`)") from None
-    outputs = {}
+    outputs, errors = _drain(procs)
     for name, proc in procs.items():
-        out, err = proc.communicate()
         if proc.returncode != 0:
-            for other in procs.values():
-                if other.poll() is None:
-                    other.kill()
-            raise _git_error(calls[name], repo.root, err)
-        outputs[name] = out
+            raise _git_error(calls[name], repo.root, errors[name])
     result = Scan(repo, index=outputs["index"])
     result.ignored = _collapse(_split_z(outputs["ignored"]))
     result.untracked = [(p.rstrip("/"), p.endswith("/")) for p in _split_z(outputs["untracked"])]
     return result
+
+
+def _drain(procs: dict[str, subprocess.Popen[bytes]]) -> tuple[dict[str, bytes], dict[str, bytes]]:
+    """Read every pipe as it fills: git blocks on a full pipe, and a monorepo's index is megabytes
+    (read one call after the other, the index would only finish after the slowest walk)."""
+    sel = selectors.DefaultSelector()
+    chunks: dict[tuple[str, int], list[bytes]] = {}
+    for name, proc in procs.items():
+        for which, stream in enumerate((proc.stdout, proc.stderr)):
+            sel.register(stream, selectors.EVENT_READ, (name, which))
+            chunks[(name, which)] = []
+    while sel.get_map():
+        for key, _ in sel.select():
+            data = os.read(key.fd, 1 << 20)
+            if data:
+                chunks[key.data].append(data)
+            else:
+                sel.unregister(key.fileobj)
+                key.fileobj.close()
+    sel.close()
+    for proc in procs.values():
+        proc.wait()
+    joined = {k: b"".join(v) for k, v in chunks.items()}
+    return {n: joined[(n, 0)] for n in procs}, {n: joined[(n, 1)] for n in procs}
 
 
 def nested_repo(root: str, rel: str) -> Repo | None:

@@ -16,6 +16,7 @@ import hashlib
 import os
 from collections.abc import Mapping
 
+from ai_sandbox import records
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.policy import Policy
 
@@ -33,38 +34,67 @@ def record_path(env: Mapping[str, str], root: str) -> str:
     return os.path.join(state_dir(env), "hidden", _prefix(root))
 
 
-def load(path: str) -> list[str]:
+def _read(path: str) -> bytes:
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            return f.read()
     except FileNotFoundError:
-        return []
+        return b""
     except OSError as e:
         raise PolicyError(f"cannot read {path}: {e.strerror}", "check its permissions, or delete it") from None
-    return [os.fsdecode(p) for p in data.split(b"\0") if p]
+
+
+def load(path: str) -> list[str]:
+    return [os.fsdecode(p) for p in _read(path).split(b"\0") if p]
 
 
 _BUILT_IN = ("(built-in tool allowlist)", "(dependency directory)")
 
 
-def _kept_by_code(policy: Policy, path: str) -> bool:
-    for k in policy.kept:
-        if (path == k.path or (k.is_dir and path.startswith(k.path + "/"))) and (
-            k.rule.endswith(_BUILT_IN) or "(profile " in k.rule
-        ):
+def _kept_by_code(policy: Policy) -> dict[str, bool]:
+    """The paths the profile or the built-in allowlists keep readable (path -> is_dir)."""
+    return {k.path: k.is_dir for k in policy.kept if k.rule.endswith(_BUILT_IN) or "(profile " in k.rule}
+
+
+def _under(path: str, kept: dict[str, bool]) -> bool:
+    if path in kept:
+        return True
+    p = os.path.dirname(path)
+    while True:
+        if kept.get(p):
             return True
-    return False
+        parent = os.path.dirname(p)
+        if parent == p:
+            return False
+        p = parent
 
 
 def unhidden(policy: Policy, previous: list[str]) -> list[str]:
     """Paths the last launch hid that still exist and this policy would leave readable."""
-    return [p for p in previous if os.path.lexists(p) and policy.hidden(p) is None and not _kept_by_code(policy, p)]
+    kept = _kept_by_code(policy)
+    return [p for p in previous if policy.hidden(p) is None and not _under(p, kept) and os.path.lexists(p)]
 
 
-def check(policy: Policy, env: Mapping[str, str]) -> str:
-    """Refuse if this launch would reveal what the last one hid; returns the record's path."""
+@records.record
+class Record:
+    path: str
+    content: bytes  # this launch's masks, as the record holds them
+    unchanged: bool  # the record already says exactly that
+
+
+def _content(policy: Policy) -> bytes:
+    if not policy.masks:
+        return b""
+    return os.fsencode("\0".join(m.path for m in policy.masks)) + b"\0"
+
+
+def check(policy: Policy, env: Mapping[str, str]) -> Record:
+    """Refuse if this launch would reveal what the last one hid; returns what `record` writes."""
     path = record_path(env, policy.root)
-    lost = unhidden(policy, load(path))
+    before, now = _read(path), _content(policy)
+    if before == now:  # the usual launch: the same masks as last time, nothing to look at
+        return Record(path, now, True)
+    lost = unhidden(policy, [os.fsdecode(p) for p in before.split(b"\0") if p])
     if lost:
         shown = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
         raise PolicyError(
@@ -72,23 +102,18 @@ def check(policy: Policy, env: Mapping[str, str]) -> str:
             "(.gitignore, .ai-sandbox.toml or your config.toml — possibly from inside the sandbox)",
             "see why with `ai-sandbox explain PATH`; if the change is yours, run `ai-sandbox accept`",
         )
-    return path
+    return Record(path, now, False)
 
 
-def record(policy: Policy, path: str) -> None:
+def record(rec: Record) -> None:
     """Remember this launch's masks (rewritten only when they changed)."""
-    content = b"".join(os.fsencode(m.path) + b"\0" for m in policy.masks)
-    try:
-        with open(path, "rb") as f:
-            if f.read() == content:
-                return
-    except OSError:
-        pass
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
+    if rec.unchanged:
+        return
+    os.makedirs(os.path.dirname(rec.path), mode=0o700, exist_ok=True)
+    tmp = f"{rec.path}.{os.getpid()}.tmp"
     with open(tmp, "wb") as f:
-        f.write(content)
-    os.replace(tmp, path)
+        f.write(rec.content)
+    os.replace(tmp, rec.path)
 
 
 def forget(env: Mapping[str, str], root: str) -> int:

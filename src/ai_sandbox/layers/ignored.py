@@ -15,15 +15,18 @@ def entries(root: str, prefix: str, scan: project.Scan, *, detail: bool = False)
     # git check-ignore needs ~1 ms per path: beyond a few thousand entries, point at it instead
     named = detail and len(scan.ignored) <= MAX_NAMED
     why = _rules(scan) if named else {}
-    out = []
-    for rel, is_dir in scan.ignored:
-        reason = f"ignored by git{where}"
-        if named:
-            reason += f" ({why.get(rel, 'everything in it is ignored')})"
-        elif detail:
-            reason += " (`git check-ignore -v PATH` names the rule)"
-        out.append(Entry(os.path.join(root, prefix + rel), is_dir, IGNORED, reason))
-    return out
+    base = os.path.join(root, prefix)
+    # git walks real directories only: below a tree root that is no symlink, nothing it lists needs resolving
+    walked = os.path.realpath(base) == base.rstrip("/")
+    reason = f"ignored by git{where}"
+    if detail and not named:
+        reason += " (`git check-ignore -v PATH` names the rule)"
+    if not named:
+        return [Entry(base + rel, is_dir, IGNORED, reason, walked) for rel, is_dir in scan.ignored]
+    return [
+        Entry(base + rel, is_dir, IGNORED, f"{reason} ({why.get(rel, 'everything in it is ignored')})", walked)
+        for rel, is_dir in scan.ignored
+    ]
 
 
 def _rules(scan: project.Scan) -> dict[str, str]:

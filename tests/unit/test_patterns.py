@@ -82,3 +82,12 @@ def test_may_match_below(pattern, directory, expected):
 
 def test_brackets_go_to_the_real_parser():
     assert ps("[ab].txt")._spec is not None  # git's classes and errors, not fnmatch's
+
+
+def test_remembered_name_answers_keep_directory_only_patterns_apart():
+    ps = PatternSet([Pattern(".claude/", "t"), Pattern("*.log", "t")])
+    for _ in range(2):  # the second round is answered from memory
+        assert ps.match("a/.claude", True) is not None
+        assert ps.match("b/.claude", False) is None
+        assert ps.match("c/x.log", False) is not None
+        assert ps.match("c/x.txt", False) is None

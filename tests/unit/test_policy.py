@@ -170,3 +170,27 @@ def test_a_link_from_a_project_under_var_to_the_rest_of_var_is_not_masked():
         "/var/www/app", [Entry("/var/www/app/log", True, IGNORED, "i")], allow(), realpath=lambda p: links.get(p, p)
     )
     assert paths(pol) == []
+
+
+def test_a_walked_entry_that_is_a_symlink_is_still_resolved(tmp_path):
+    """git lists a link as a file: the fast path for walked entries must still look at the leaf."""
+    root = tmp_path / "p"
+    root.mkdir()
+    outside = tmp_path / "cred"
+    outside.write_text("x")
+    os.symlink(outside, root / "cred.link")
+    (root / "plain.log").write_text("x")
+    (root / "dist").mkdir()
+    entries = [
+        Entry(str(root / n), n == "dist", IGNORED, "ignored", walked=True) for n in ("cred.link", "plain.log", "dist")
+    ]
+    pol = build(str(root), entries, allow())
+    assert sorted(paths(pol)) == sorted([str(outside), str(root / "plain.log"), str(root / "dist")])
+    assert [m.origin for m in pol.masks if m.path == str(outside)] == [str(root / "cred.link")]
+
+
+def test_a_walked_entry_naming_home_is_never_masked(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    pol = build(str(tmp_path), [Entry(str(home), True, IGNORED, "ignored", walked=True)], allow(), home=str(home))
+    assert paths(pol) == []

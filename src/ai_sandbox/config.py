@@ -19,6 +19,7 @@ LEGACY_FILE = ".ai-sandbox"
 BACKENDS = ("auto", "firejail", "docker")
 ENGINES = ("docker", "podman")
 ON_HIDDEN_CHANGE = ("end", "warn")
+MAX_MASKS = 90_000  # fs.mount-max is 100,000 and firejail mounts some of its own
 MAX_ENTRIES = 10_000  # per list: beyond that a config is generated, not written, and matching it would crawl
 
 
@@ -35,6 +36,7 @@ class UserConfig:
     engine: str = "docker"  # the docker backend's container CLI
     image: str = ""
     mounts: list[str] = Factory(list)  # more host paths for the docker backend
+    max_masks: int = 0  # 0: the backend's own limit
 
 
 @record
@@ -195,7 +197,17 @@ def load_user(env: dict[str, str] | os._Environ[str] = os.environ) -> UserConfig
     data, text = load_toml(path)
     check_keys(
         data,
-        {"block", "allow", "allow_dependencies", "backend", "on_hidden_change", "engine", "image", "mounts"},
+        {
+            "block",
+            "allow",
+            "allow_dependencies",
+            "backend",
+            "on_hidden_change",
+            "engine",
+            "image",
+            "mounts",
+            "max_masks",
+        },
         path,
         text,
     )
@@ -251,6 +263,14 @@ def load_user(env: dict[str, str] | os._Environ[str] = os.environ) -> UserConfig
                 f"{path}:{line}: mount {entry!r} is not an absolute or ~/ path", 'e.g. mounts = ["~/.gitconfig"]'
             )
         cfg.mounts.append(entry)
+    if "max_masks" in data:
+        limit = data["max_masks"]
+        if type(limit) is not int or not 0 < limit <= MAX_MASKS:
+            raise ConfigError(
+                f"{path}:{_line_of(text, 'max_masks')}: `max_masks` must be a whole number from 1 to {MAX_MASKS:,}",
+                "the kernel allows about 100,000 mounts in all; leave it out to use the backend's own limit",
+            )
+        cfg.max_masks = limit
     return cfg
 
 

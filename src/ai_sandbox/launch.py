@@ -144,6 +144,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
         in_git=repo is not None,
         home=os.path.realpath(os.path.expanduser("~")),
         express=backend.unexpressible,
+        limit=user_cfg.max_masks or backend.max_masks,
     )
     notices += [Notice(CONFIG, w) for w in project_cfg.warnings]
     policy.warnings = notices + policy.warnings

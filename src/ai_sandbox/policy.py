@@ -79,8 +79,10 @@ SYMLINK, NEVER_MASKED, WIDENED, ALLOWED_BUT_HIDDEN, UNLISTABLE = (
     "symlink", "never-masked", "widened", "allowed-but-hidden", "unlistable"
 )  # fmt: skip
 HISTORY, HARDLINK, CONFIG, NOT_GIT, CWD_HIDDEN = "history", "hardlink", "config", "not-git", "cwd-hidden"
-UNHIDDEN = "unhidden"
-LOUD = frozenset({CONFIG, NOT_GIT, CWD_HIDDEN, ALLOWED_BUT_HIDDEN})
+UNHIDDEN, CAPPED = "unhidden", "capped"
+LOUD = frozenset({CONFIG, NOT_GIT, CWD_HIDDEN, ALLOWED_BUT_HIDDEN, CAPPED})
+CAP_NOTE = "widened: over the mask limit"  # how a mask hidden whole for the backend's limit is noted
+COLLAPSE_NOTE = "collapsed: every entry in it is hidden"  # the same, with nothing readable lost
 
 
 @record
@@ -92,6 +94,7 @@ class Policy:
     covered: list[Mask] = Factory(list)  # hidden already by an enclosing mask
     warnings: list[Notice] = Factory(list)
     config_files: list[str] = Factory(list)
+    capped: list[Mask] = Factory(list)  # masks merged into a parent only to stay within the backend's limit
 
     def hidden(self, path: str) -> Mask | None:
         """The mask that hides path (itself or an enclosing directory), if any."""
@@ -143,12 +146,14 @@ def build(
     express: Callable[[str], str | None] = lambda p: None,
     listdir: Callable[[str], list[str]] = os.listdir,
     realpath: Callable[[str], str] = os.path.realpath,
+    limit: int = 0,
 ) -> Policy:
     """Merge the layers' entries into the masks a backend enforces.
 
     Order matters: allowlists subtract from the ignored layer only; what remains is resolved through
     symlinks, nested masks fold into their parents, and paths the backend cannot express widen to the
-    nearest parent it can — or the launch is refused.
+    nearest parent it can — or the launch is refused. Past `limit` masks, directories are hidden whole
+    (first those with nothing readable left in them) until the backend can mount them all.
     """
     policy = Policy(root=root, in_git=in_git)
     candidates: list[Mask] = []
@@ -191,6 +196,12 @@ def build(
                 )
     else:
         policy.masks = masks
+    if limit and len(policy.masks) > limit:
+        policy.masks = _cap(policy.masks, limit, root, protected, policy, listdir)
+        for k in policy.kept:
+            m = policy.hidden(k.path)
+            if m is not None and m.note.startswith(CAP_NOTE):
+                policy.warn(ALLOWED_BUT_HIDDEN, f"{k.path} is allowed but hidden anyway: {m.path} ({m.note})", k.path)
     return policy
 
 
@@ -353,3 +364,120 @@ def _express(
         out.append(Mask(parent, True, m.layer, m.reason, origin=m.origin or m.path, note=note))
         policy.warn(WIDENED, f"{m.path!r} {why}; hiding its parent {parent} instead", m.path)
     return masks if out is None else out
+
+
+def _widenable(path: str, root: str, protected: list[str]) -> bool:
+    return path not in protected and (_owned(path, root) or not is_system(path))
+
+
+def _cap(
+    masks: list[Mask], limit: int, root: str, protected: list[str], policy: Policy, listdir: Callable[[str], list[str]]
+) -> list[Mask]:
+    """Fit the masks within the backend's limit (firejail: a mount each; the kernel allows ~100,000).
+
+    1. A directory whose every entry is hidden is hidden whole: nothing readable is lost.
+    2. Then directories holding the most masks side by side (deepest first among equals) are hidden whole;
+    3. then the deepest directories holding several masks at any depth. Steps 2 and 3 hide files the agent
+       could have read, so the launch says so. Never less is hidden; with nothing left to widen, refuse.
+    """
+    import heapq  # noqa: PLC0415 — only a policy over the limit pays for these imports
+
+    dirname, basename = os.path.dirname, os.path.basename
+    direct: dict[str, set[str]] = {}  # directory -> names of the live masks right in it
+    rules: dict[str, int] = {}  # directory -> how many of the original masks are right in it
+    below: dict[str, int] = {}  # directory -> live masks at or below it (a merged directory counts once)
+    for m in masks:
+        d = dirname(m.path)
+        direct.setdefault(d, set()).add(basename(m.path))
+        rules[d] = rules.get(d, 0) + 1
+        while True:
+            below[d] = below.get(d, 0) + 1
+            if d == dirname(d):
+                break
+            d = dirname(d)
+    merged: dict[str, str] = {}  # directory -> note
+    count = len(masks)
+
+    def dead(d: str) -> bool:  # merged already, or inside a merged directory
+        while True:
+            if d in merged:
+                return True
+            if d == dirname(d):
+                return False
+            d = dirname(d)
+
+    def merge(d: str, note: str) -> str:
+        nonlocal count
+        gone = below[d] - 1
+        count -= gone
+        merged[d] = note
+        below[d] = 1
+        up = dirname(d)
+        direct.setdefault(up, set()).add(basename(d))
+        q = up
+        while True:
+            below[q] -= gone
+            if q == dirname(q):
+                break
+            q = dirname(q)
+        return up
+
+    ok = {d for d in below if _widenable(d, root, protected)}
+    heap = [(-d.count("/"), d) for d, names in direct.items() if len(names) > 1 and d in ok]
+    heapq.heapify(heap)
+    while heap and count > limit:
+        _, d = heapq.heappop(heap)
+        if dead(d):
+            continue
+        try:
+            names = set(listdir(d))
+        except OSError:
+            continue
+        if names and names <= direct[d]:
+            up = merge(d, COLLAPSE_NOTE)
+            if up in ok and len(direct[up]) > 1:
+                heapq.heappush(heap, (-up.count("/"), up))
+    widened = 0
+    steps = (
+        sorted((d for d, n in rules.items() if n > 1 and d in ok), key=lambda d: (-rules[d], -d.count("/"), d)),
+        sorted(ok, key=lambda d: (-d.count("/"), -below[d], d)),
+    )
+    for order in steps:
+        for d in order:
+            if count <= limit:
+                break
+            if below[d] > 1 and not dead(d):
+                merge(d, f"{CAP_NOTE} of {limit}")
+                widened += 1
+    if count > limit:
+        raise PolicyError(
+            f"{len(masks)} paths to hide, more than the backend can mount ({limit}), and hiding their "
+            "directories whole would hide the project itself",
+            "hide them with fewer entries (a `block` entry for their directory), or raise `max_masks` in your config.toml",
+        )
+    out: list[Mask] = []
+    inside: dict[str, list[Mask]] = {}  # each outermost merged directory -> the masks it replaces
+    for m in masks:
+        top, d = None, dirname(m.path)
+        while True:
+            if d in merged:
+                top = d
+            if d == dirname(d):
+                break
+            d = dirname(d)
+        if top is None:
+            out.append(m)
+        else:
+            inside.setdefault(top, []).append(m)
+    for d, group in inside.items():
+        layer = min((m.layer for m in group), key=_RANK.__getitem__)
+        out.append(Mask(d, True, layer, f"holds {len(group)} hidden paths, e.g. {group[0].path}", note=merged[d]))
+        policy.covered.extend(group)
+        policy.capped.extend(group)
+    if widened:
+        policy.warn(
+            CAPPED,
+            f"{len(masks)} paths to hide are more than the backend can mount ({limit}): {widened} directories are "
+            "hidden whole, with what was readable in them (`ai-sandbox --dry-run` lists them; or raise max_masks)",
+        )
+    return _fold(out, policy)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from ai_sandbox import records
 from ai_sandbox.errors import PolicyError
-from ai_sandbox.policy import Policy
+from ai_sandbox.policy import CAP_NOTE, COLLAPSE_NOTE, Policy
 
 
 def state_dir(env: Mapping[str, str]) -> str:
@@ -48,6 +48,7 @@ def load(path: str) -> list[str]:
     return [os.fsdecode(p) for p in _read(path).split(b"\0") if p]
 
 
+_MERGED = (CAP_NOTE, COLLAPSE_NOTE)
 _BUILT_IN = ("(built-in tool allowlist)", "(dependency directory)")
 
 
@@ -83,9 +84,10 @@ class Record:
 
 
 def _content(policy: Policy) -> bytes:
-    if not policy.masks:
-        return b""
-    return os.fsencode("\0".join(m.path for m in policy.masks)) + b"\0"
+    """The masks the rules asked for: a directory hidden whole only to fit the backend's limit is
+    recorded as the paths inside it, or a later launch under the limit would look like an un-hiding."""
+    paths = [m.path for m in policy.masks if not m.note.startswith(_MERGED)] + [m.path for m in policy.capped]
+    return os.fsencode("\0".join(paths)) + b"\0" if paths else b""
 
 
 def check(policy: Policy, env: Mapping[str, str]) -> Record:

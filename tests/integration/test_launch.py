@@ -245,3 +245,37 @@ def test_the_system_is_as_outside_except_var_tmp(ws, firejail):
     for path in ("/etc", "/var", "/var/log", "/home"):
         assert "ro" not in points.get(path, "rw").split(","), f"{path} is read-only inside: {points[path]}"
     assert "noexec" not in points.get("/etc", "") + points.get("/var", "")
+
+
+def test_over_the_mask_limit_directories_are_hidden_whole_and_said(ws, firejail):
+    """Past max_masks the policy widens (never narrows): secrets stay unreadable, the launch says which
+    way, --dry-run lists the widened directories, and lifting the limit later is no "un-hiding"."""
+    secrets = {f"data/s{i}.secret": f"SECRET-{i}-{os.getpid()}" for i in range(6)}
+    ws.write(".gitignore", "*.secret\n")
+    ws.write("data/README.md", "DATA-README\n")
+    ws.write("src/app.py", "APP-VISIBLE\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "data")
+    for rel, content in secrets.items():
+        ws.write(rel, content + "\n")
+    ws.write("src/x.secret", "SECRET-SRC\n")
+    ws.config_file.write_text("max_masks = 3\n")
+    res = ws.run("--", "sh", "-c", "cat src/app.py data/*; ls data; cat src/x.secret; true")
+    assert res.rc == 0, res.err
+    assert "APP-VISIBLE" in res.out
+    assert not any(s in res.out for s in [*secrets.values(), "SECRET-SRC"])
+    assert "DATA-README" not in res.out  # the cost of widening: data/ is hidden whole
+    assert "more than the backend can mount (3)" in res.err and "1 directories are hidden whole" in res.err
+    plan = ws.run("--dry-run", "--", "true")
+    assert "widened: over the mask limit of 3" in plan.out and "holds 6 hidden paths" in plan.out
+    ws.config_file.write_text("")
+    res = ws.run("--", "sh", "-c", "cat data/README.md data/s0.secret; true")
+    assert res.rc == 0, res.err  # not refused as an un-hiding: the record holds the files, not data/
+    assert "DATA-README" in res.out and secrets["data/s0.secret"] not in res.out
+
+
+def test_a_bad_max_masks_is_one_clear_line(ws_self, firejail):
+    for value in ("0", "true", '"10"', "100000"):
+        ws_self.config_file.write_text(f"max_masks = {value}\n")
+        res = ws_self.run("--", "true")
+        assert res.rc == 78 and res.err.count("\n") == 1 and "max_masks" in res.err, (value, res.err)

@@ -194,3 +194,68 @@ def test_a_walked_entry_naming_home_is_never_masked(tmp_path):
     home.mkdir()
     pol = build(str(tmp_path), [Entry(str(home), True, IGNORED, "ignored", walked=True)], allow(), home=str(home))
     assert paths(pol) == []
+
+
+# --- the backend's mask limit ---------------------------------------------------------------------------
+
+
+def tree(root, *rels: str) -> None:
+    for rel in rels:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+
+
+def blocked(root, *rels: str) -> list[Entry]:
+    return [Entry(str(root / r), False, EXPLICIT, "block") for r in rels]
+
+
+def test_under_the_limit_nothing_changes(tmp_path):
+    tree(tmp_path, "a/x", "a/y")
+    pol = build(str(tmp_path), blocked(tmp_path, "a/x", "a/y"), allow(), limit=2)
+    assert paths(pol) == [f"{tmp_path}/a/x", f"{tmp_path}/a/y"] and not pol.capped
+
+
+def test_over_the_limit_a_directory_with_nothing_readable_is_hidden_whole_first(tmp_path):
+    tree(tmp_path, "logs/a.log", "logs/b.log", "data/s1", "data/s2", "data/README")
+    entries = blocked(tmp_path, "logs/a.log", "logs/b.log", "data/s1", "data/s2")
+    pol = build(str(tmp_path), entries, allow(), limit=3)
+    assert paths(pol) == [f"{tmp_path}/data/s1", f"{tmp_path}/data/s2", f"{tmp_path}/logs"]
+    assert pol.masks[-1].note.startswith("collapsed") and pol.masks[-1].layer == EXPLICIT
+    assert {m.path for m in pol.capped} == {f"{tmp_path}/logs/a.log", f"{tmp_path}/logs/b.log"}
+    assert not any(w.kind == "capped" for w in pol.warnings)  # nothing readable was lost: no warning
+
+
+def test_then_the_directory_holding_most_masks_is_hidden_whole_and_said_loudly(tmp_path):
+    tree(tmp_path, "data/README", *(f"data/s{i}" for i in range(5)), "other/x", "other/keep")
+    entries = blocked(tmp_path, *(f"data/s{i}" for i in range(5)), "other/x")
+    pol = build(str(tmp_path), entries, allow(), limit=2)
+    assert paths(pol) == [f"{tmp_path}/data", f"{tmp_path}/other/x"]
+    assert pol.masks[0].note.startswith("widened: over the mask limit") and "5 hidden paths" in pol.masks[0].reason
+    assert len(pol.capped) == 5
+    assert [w.kind for w in pol.warnings] == ["capped"] and "data" not in pol.warnings[0].message
+
+
+def test_masks_spread_over_many_directories_widen_to_their_nearest_common_directory(tmp_path):
+    tree(tmp_path, *(f"pkg/p{i}/{n}" for i in range(4) for n in ("secret", "src")), "top")
+    pol = build(str(tmp_path), blocked(tmp_path, *(f"pkg/p{i}/secret" for i in range(4)), "top"), allow(), limit=2)
+    assert paths(pol) == [f"{tmp_path}/pkg", f"{tmp_path}/top"]
+
+
+def test_a_kept_path_inside_a_capped_directory_is_reported(tmp_path):
+    tree(tmp_path, "d/.claude/settings.json", "d/a", "d/b", "d/c")
+    entries = [*blocked(tmp_path, "d/a", "d/b", "d/c"), Entry(f"{tmp_path}/d/.claude", True, IGNORED, "ignored")]
+    pol = build(str(tmp_path), entries, allow(".claude/"), limit=1)
+    assert paths(pol) == [f"{tmp_path}/d"]
+    assert any(w.kind == "allowed-but-hidden" and ".claude" in w.message for w in pol.warnings)
+
+
+def test_over_the_limit_with_nothing_to_widen_is_refused(tmp_path):
+    tree(tmp_path, "a", "b", "c")
+    with pytest.raises(PolicyError, match="more than the backend can mount"):
+        build(str(tmp_path), blocked(tmp_path, "a", "b", "c"), allow(), limit=2)
+    home = tmp_path / "home"
+    tree(home, ".x", ".y")
+    globals_ = [Entry(str(home / n), False, GLOBAL, "g") for n in (".x", ".y")]
+    with pytest.raises(PolicyError, match="max_masks"):
+        build(str(tmp_path / "proj"), globals_, allow(), home=str(home), limit=1)

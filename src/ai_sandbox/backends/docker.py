@@ -44,6 +44,7 @@ def _inside(path: str, parent: str) -> bool:
 class Docker:
     name = "docker"
     host_commands = False
+    max_masks = 2_000  # a --mount argument each: the command line must stay within ARG_MAX
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

@@ -79,6 +79,9 @@ def install_hint() -> str:
 class Firejail:
     name = "firejail"
     host_commands = True
+    # A mount per mask; the kernel refuses past fs.mount-max (100,000) and firejail's start grows faster
+    # than linearly (measured: 10,000 masks 0.4 s, 30,000 1.6 s, 60,000 4.7 s, 110,000 fails).
+    max_masks = 30_000
 
     def __init__(self) -> None:
         self.executable = shutil.which("firejail")

@@ -14,6 +14,7 @@ from ai_sandbox.policy import Policy
 class Backend(Protocol):
     name: str
     host_commands: bool  # the agent is a program of this machine (firejail), or of an image (docker)
+    max_masks: int  # more masks than this and the launch fails or crawls: the policy widens to fit
 
     def unavailable(self) -> UnavailableError | None:
         """Why this backend cannot run here, with the fix; None when it can."""

@@ -242,7 +242,18 @@ def _print_loud(policy: Policy) -> None:
 def _exec(argv: list[str], env: Mapping[str, str]) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(argv[0], argv, dict(env))
+    try:
+        os.execve(argv[0], argv, dict(env))
+    except OSError as e:  # nothing ran: say why in one line
+        import errno  # noqa: PLC0415
+
+        size = sum(len(os.fsencode(a)) + 1 for a in argv)
+        hint = (
+            f"the command line is {size:,} bytes: lower max_masks in your config.toml (each mask is an argument)"
+            if e.errno == errno.E2BIG
+            else "check that it is installed and executable"
+        )
+        raise UnavailableError(f"cannot start {argv[0]}: {e.strerror}", hint) from None
 
 
 class _SlowNotice:

@@ -185,3 +185,40 @@ def test_a_terminal_gets_a_tty_and_a_pipe_does_not(ws_self, container, podman_en
     assert proc.returncode == 0, proc.stderr
     assert "IS-A-TTY" in proc.stdout
     assert "NO-TTY" in container("--", "sh", "-c", "test -t 0 && echo IS-A-TTY || echo NO-TTY").out
+
+
+def test_over_the_mask_limit_the_container_still_starts_and_hides(ws_self, container):
+    """2,000 masks by default (a --mount argument each; measured: podman's command line passes ARG_MAX
+    near 14,000 masks). 2,400 separately ignored files: directories are hidden whole, nothing leaks."""
+    ws_self.write(".gitignore", "*.secret\n")
+    for d in range(12):
+        ws_self.write(f"d{d}/README.md", f"README-{d}\n")
+    ws_self.git("add", ".")
+    ws_self.git("commit", "-qm", "dirs")
+    token = f"CAP-{os.getpid()}"
+    for d in range(12):
+        for i in range(200):
+            (ws_self.repo / f"d{d}" / f"f{i}.secret").write_text(f"{token}-{d}-{i}\n")
+    res = container("--", "sh", "-c", "cat d0/f0.secret d11/f199.secret; cat d11/README.md; true")
+    assert res.rc == 0, res.err
+    assert token not in res.out + res.err
+    assert "more than the backend can mount (2000)" in res.err
+
+
+def test_a_command_line_past_arg_max_is_one_clear_line(ws_self, container):
+    """max_masks raised past what the command line can carry: execve fails (E2BIG) before anything runs."""
+    ws_self.write(".gitignore", "*.secret\n")
+    for d in range(40):
+        ws_self.write(f"{'x' * 200}{d}/README.md", "r\n")
+    ws_self.git("add", ".")
+    ws_self.git("commit", "-qm", "dirs")
+    for d in range(40):
+        for i in range(250):
+            (ws_self.repo / f"{'x' * 200}{d}" / f"{'y' * 40}{i}.secret").write_text("s\n")
+    ws_self.config_file.write_text("max_masks = 90000\n")
+    marker = ws_self.base / "ran"
+    res = container("--", "touch", str(marker))
+    assert res.rc == 69, res.err
+    assert "Argument list too long" in res.err and "lower max_masks" in res.err
+    assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err
+    assert not marker.exists()

@@ -383,15 +383,15 @@ def _cap(
     import heapq  # noqa: PLC0415 — only a policy over the limit pays for these imports
 
     dirname, basename = os.path.dirname, os.path.basename
-    direct: dict[str, set[str]] = {}  # directory -> names of the live masks right in it
-    rules: dict[str, int] = {}  # directory -> how many of the original masks are right in it
-    below: dict[str, int] = {}  # directory -> live masks at or below it (a merged directory counts once)
+    inside: dict[str, list[Mask]] = {}  # directory -> the masks right in it (paths are absolute and normal)
     for m in masks:
-        d = dirname(m.path)
-        direct.setdefault(d, set()).add(basename(m.path))
-        rules[d] = rules.get(d, 0) + 1
+        inside.setdefault(dirname(m.path), []).append(m)
+    direct = {d: {basename(m.path) for m in group} for d, group in inside.items()}  # live masks' names
+    rules = {d: len(group) for d, group in inside.items()}  # how many original masks are right in it
+    below: dict[str, int] = {}  # directory -> live masks at or below it (a merged directory counts once)
+    for d, group in inside.items():
         while True:
-            below[d] = below.get(d, 0) + 1
+            below[d] = below.get(d, 0) + len(group)
             if d == dirname(d):
                 break
             d = dirname(d)
@@ -456,20 +456,20 @@ def _cap(
             "hide them with fewer entries (a `block` entry for their directory), or raise `max_masks` in your config.toml",
         )
     out: list[Mask] = []
-    inside: dict[str, list[Mask]] = {}  # each outermost merged directory -> the masks it replaces
-    for m in masks:
-        top, d = None, dirname(m.path)
-        while True:
-            if d in merged:
-                top = d
-            if d == dirname(d):
-                break
-            d = dirname(d)
-        if top is None:
-            out.append(m)
-        else:
-            inside.setdefault(top, []).append(m)
+    replaced: dict[str, list[Mask]] = {}  # each outermost merged directory -> the masks it stands for
     for d, group in inside.items():
+        top, q = None, d
+        while True:
+            if q in merged:
+                top = q
+            if q == dirname(q):
+                break
+            q = dirname(q)
+        if top is None:
+            out.extend(group)
+        else:
+            replaced.setdefault(top, []).extend(group)
+    for d, group in replaced.items():
         layer = min((m.layer for m in group), key=_RANK.__getitem__)
         out.append(Mask(d, True, layer, f"holds {len(group)} hidden paths, e.g. {group[0].path}", note=merged[d]))
         policy.covered.extend(group)

@@ -89,7 +89,7 @@ def explain(
     from ai_sandbox import state
     from ai_sandbox.policy import UNHIDDEN, Notice
 
-    for path in state.unhidden(prepared.policy, state.load(state.record_path(req.env, prepared.policy.root))):
+    for path in state.findings(prepared.policy, req.env, cwd):
         prepared.policy.warnings.append(
             Notice(
                 UNHIDDEN,
@@ -188,7 +188,7 @@ def accept(
         raise UsageError(f"{directory}: no such directory", "name a directory in the project")
     repo = project.find_repo(real)
     root = repo.root if repo else real
-    n = state.forget(dict(os.environ), root)
+    n = state.forget(dict(os.environ), root, real)
     what = "forgot what the last launch hid" if n else "nothing was recorded"
     typer.echo(f"{what} in {root}; the next launch records anew")
     typer.echo("check first with `ai-sandbox explain` that what is now readable should be")

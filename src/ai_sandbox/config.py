@@ -11,7 +11,7 @@ import re
 
 from ai_sandbox import legacy
 from ai_sandbox.errors import ConfigError
-from ai_sandbox.patterns import Pattern
+from ai_sandbox.patterns import PROJECT, USER, Pattern
 from ai_sandbox.records import Factory, record
 
 PROJECT_FILE = ".ai-sandbox.toml"
@@ -53,15 +53,16 @@ def config_home(env: dict[str, str] | os._Environ[str] = os.environ) -> str:
     return os.path.join(base, "ai-sandbox")
 
 
-def load_toml(path: str) -> tuple[dict, str]:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror}", "check the file's permissions") from None
-    cached = _parsed(path, raw)
+def load_toml(path: str, root: str = "") -> tuple[dict, str]:
+    """The file's TOML and its text. `root`: the project a project config belongs to — what it may link
+    to, and whether its parse may be remembered (see `_public`)."""
+    raw = read_config(path, root)
+    import hashlib  # noqa: PLC0415
+
+    digest = hashlib.sha256(raw).hexdigest()
+    cached = _parsed(digest)
     if cached is not None:
-        return cached
+        return cached, raw.decode("utf-8")  # only UTF-8 that parsed is ever remembered
     import tomllib  # noqa: PLC0415 — 15 ms; only paid when a config file is new or changed
 
     try:
@@ -71,47 +72,146 @@ def load_toml(path: str) -> tuple[dict, str]:
         raise ConfigError(f"{path}: not UTF-8 text", "save the file as UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: invalid TOML: {e}", "fix the syntax, or delete the file") from None
-    _remember(path, raw, data, text)
+    if not root or _public(root, path, raw):
+        _remember(digest, data)
     return data, text
 
 
-def _parse_cache(path: str) -> str:
+def read_config(path: str, root: str = "") -> bytes:
+    """A config file's bytes, never blocking on a FIFO nor reading a device. A project's file (`root`) may
+    be a link only to a file in the project that git does not ignore: a session can replace it by a link to
+    a secret (a `.env` of `KEY="v"` lines is valid TOML) or to a FIFO that would hang every launch."""
+    import stat  # noqa: PLC0415
+
+    target, flags = path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+    if root:
+        flags |= os.O_NOFOLLOW
+        if os.path.islink(path):
+            target = os.path.realpath(path)
+            if not target.startswith(root.rstrip("/") + "/"):
+                raise ConfigError(
+                    f"{path} is a link to {target}, outside the project",
+                    "a project config must be a file in the project: replace the link by the file",
+                )
+            if _ignored(root, target):
+                raise ConfigError(
+                    f"{path} is a link to {target}, which git ignores (it may be hidden)",
+                    "a project config must be a file in the project: replace the link by the file",
+                )
+    try:
+        fd = os.open(target, flags)
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}", "check the file's permissions") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"{path} is not a regular file", "a config file must be a plain file: remove it")
+        chunks = []
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}", "check the file's permissions") from None
+    finally:
+        os.close(fd)
+
+
+_GIT = ("git", "-c", "core.fsmonitor=false", "--no-optional-locks")
+
+
+def _git(root: str, *args: str) -> tuple[int, bytes]:
+    import subprocess  # noqa: PLC0415
+
+    try:
+        proc = subprocess.run([*_GIT, *args], cwd=root, capture_output=True)
+    except OSError:
+        return -1, b""
+    return proc.returncode, proc.stdout
+
+
+def _ignored(root: str, path: str) -> bool:
+    """Does git ignore path (so a layer may hide it)? Any failure counts as yes: the link is then refused."""
+    rc, _ = _git(root, "check-ignore", "-q", "--", os.path.relpath(path, root))
+    return rc != 1
+
+
+def _public(root: str, path: str, raw: bytes) -> bool:
+    """May a project config's parse be remembered? Only when these exact bytes are what git's index holds
+    for the file (an object in .git, readable inside the sandbox anyway): the parse of an untracked,
+    ignored, git-crypt-encrypted, edited or linked config would put hidden content in the cache. Asked
+    only when the parse is not remembered yet, in place of the 15 ms of tomllib it then saves next time."""
     import hashlib  # noqa: PLC0415
 
+    if os.path.islink(path):
+        return False
+    rc, out = _git(root, "ls-files", "-s", "-z", "--", os.path.relpath(path, root))
+    meta = out.split(b"\t", 1)[0].split()
+    if rc != 0 or len(meta) != 3 or meta[0] not in (b"100644", b"100755"):
+        return False
+    blob = b"blob %d\0" % len(raw) + raw
+    oid = (hashlib.sha256 if len(meta[1]) == 64 else hashlib.sha1)(blob).hexdigest()
+    return oid.encode() == meta[1]
+
+
+_KEEP = 64  # remembered parses: one per version of each config file, the oldest dropped past this
+
+
+def _parse_dir() -> str:
     from ai_sandbox.state import state_dir  # noqa: PLC0415
 
-    return os.path.join(state_dir(os.environ), "parsed", hashlib.sha256(os.fsencode(path)).hexdigest()[:24])
+    return os.path.join(state_dir(os.environ), "parsed")
 
 
-def _parsed(path: str, raw: bytes) -> tuple[dict, str] | None:
-    """A parse remembered in the state directory (read-only inside the sandbox), valid for these exact
-    bytes: compared in full, so a stale or planted entry can never stand in for the file."""
+def _parsed(digest: str) -> dict | None:
+    """A parse remembered in the state directory under the SHA-256 of the file's bytes: it holds the parsed
+    data only, never the bytes or the text, and stands for no other bytes."""
     import marshal  # noqa: PLC0415
 
     try:
-        with open(_parse_cache(path), "rb") as f:
-            stored_raw, data, text = marshal.load(f)
+        with open(os.path.join(_parse_dir(), digest), "rb") as f:
+            data = marshal.load(f)
     except (OSError, EOFError, ValueError, TypeError):
         return None
-    return (data, text) if stored_raw == raw else None
+    return data if isinstance(data, dict) else None
 
 
-def _remember(path: str, raw: bytes, data: dict, text: str) -> None:
+def _remember(digest: str, data: dict) -> None:
     import marshal  # noqa: PLC0415
 
     try:
-        blob = marshal.dumps((raw, data, text))
+        blob = marshal.dumps(data)
     except ValueError:
         return  # TOML dates and times do not marshal; such a file is parsed each time
-    cache = _parse_cache(path)
+    directory = _parse_dir()
     try:
-        os.makedirs(os.path.dirname(cache), mode=0o700, exist_ok=True)
-        tmp = f"{cache}.{os.getpid()}.tmp"
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        tmp = os.path.join(directory, f"{digest}.{os.getpid()}.tmp")
         with open(tmp, "wb") as f:
             f.write(blob)
-        os.replace(tmp, cache)
+        os.replace(tmp, os.path.join(directory, digest))
+        _prune(directory)
     except OSError:
         pass  # read-only inside a sandbox, or no home: parse next time too
+
+
+def _prune(directory: str) -> None:
+    """Drop what is not a digest-named parse (the old cache kept a config's raw bytes under a digest of its
+    path: 24 hex digits), then, past _KEEP entries (old versions of config files), the oldest."""
+    names = []
+    for name in os.listdir(directory):
+        if len(name) == 64 and "." not in name:
+            names.append(name)
+        elif len(name) == 24:
+            os.unlink(os.path.join(directory, name))
+    if len(names) <= _KEEP:
+        return
+    aged = []
+    for name in names:
+        try:
+            aged.append((os.lstat(os.path.join(directory, name)).st_mtime, name))
+        except OSError:
+            continue
+    for _, name in sorted(aged)[: len(aged) - _KEEP]:
+        os.unlink(os.path.join(directory, name))  # an error ends the pruning: _remember ignores it
 
 
 def _line_of(text: str, key: str, value: str | None = None) -> int:
@@ -221,11 +321,11 @@ def load_user(env: dict[str, str] | os._Environ[str] = os.environ) -> UserConfig
                 raise ConfigError(f"{path}:{line}: cannot expand {entry!r}", "write ~/… or an absolute path")
             cfg.block_paths.append((os.path.normpath(expanded), source))
         else:
-            cfg.block_patterns.append(Pattern(entry, source))
+            cfg.block_patterns.append(Pattern(entry, source, USER))
     for entry, line in strings(data, "allow", path, text):
         _pattern_entry(entry, path, line, "allow")
         _check_inside(entry, path, line, "allow")
-        cfg.allow.append(Pattern(entry, f"{_tilde(path, home)}:{line}"))
+        cfg.allow.append(Pattern(entry, f"{_tilde(path, home)}:{line}", USER))
     deps = data.get("allow_dependencies", True)
     if not isinstance(deps, bool):
         raise ConfigError(f"{path}:{_line_of(text, 'allow_dependencies')}: `allow_dependencies` must be true or false")
@@ -294,9 +394,9 @@ def load_project(root: str) -> ProjectConfig:
     toml_path = os.path.join(root, PROJECT_FILE)
     legacy_path = os.path.join(root, LEGACY_FILE)
     home = os.path.expanduser("~")
-    if os.path.isfile(toml_path):
+    if _present(toml_path):
         cfg.files.append(toml_path)
-        data, text = load_toml(toml_path)
+        data, text = load_toml(toml_path, root)
         check_keys(data, {"block", "allow"}, toml_path, text)
         for entry, line in strings(data, "block", toml_path, text):
             _pattern_entry(entry, toml_path, line, "block")
@@ -304,13 +404,12 @@ def load_project(root: str) -> ProjectConfig:
         for entry, line in strings(data, "allow", toml_path, text):
             _pattern_entry(entry, toml_path, line, "allow")
             _check_inside(entry, toml_path, line, "allow")
-            cfg.allow.append(Pattern(entry, f"{PROJECT_FILE}:{line}"))
-    if os.path.isfile(legacy_path):
+            cfg.allow.append(Pattern(entry, f"{PROJECT_FILE}:{line}", PROJECT))
+    if _present(legacy_path):
         cfg.files.append(legacy_path)
         try:
-            with open(legacy_path, encoding="utf-8") as f:
-                text = f.read()
-        except (OSError, UnicodeDecodeError) as e:
+            text = read_config(legacy_path, root).decode("utf-8")
+        except UnicodeDecodeError as e:
             raise ConfigError(f"cannot read {legacy_path}: {e}", "save it as UTF-8 text") from None
         parsed = legacy.parse(text, legacy_path)
         for entry, line in parsed.block:
@@ -326,10 +425,16 @@ def load_project(root: str) -> ProjectConfig:
                     "a project may only allow paths inside itself",
                 )
             _check_inside(rel, legacy_path, line, "AI_SANDBOX_ALLOW_PATHS")
-            cfg.allow.append(Pattern(rel, f"{LEGACY_FILE}:{line}"))
+            cfg.allow.append(Pattern(rel, f"{LEGACY_FILE}:{line}", PROJECT))
         if toml_path in cfg.files:
             cfg.warnings.append(f"both {PROJECT_FILE} and the legacy {LEGACY_FILE} exist; both are applied")
     return cfg
+
+
+def _present(path: str) -> bool:
+    """Is there a project config to read? Anything but a directory is (a FIFO, a dangling link): read_config
+    then refuses what it cannot read as a plain file, rather than the launch silently dropping the rules."""
+    return os.path.lexists(path) and not (os.path.isdir(path) and not os.path.islink(path))
 
 
 def _legacy_rel(entry: str, root: str) -> str:
@@ -353,7 +458,7 @@ def _add_block(cfg: ProjectConfig, entry: str, source: str, path: str, line: int
             f"{path}:{line}: block entry {entry!r} uses `..`",
             "write a pattern relative to the git root, or ~/… for a path in your home",
         )
-    cfg.block.append(Pattern(entry, source))
+    cfg.block.append(Pattern(entry, source, PROJECT))
 
 
 def check_project_allow(project_cfg: ProjectConfig, user_cfg: UserConfig, root: str) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from ai_sandbox import config, layers, nested, profiles, project, state
 from ai_sandbox.backends import LaunchPlan, Settings, select
 from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
-from ai_sandbox.patterns import Pattern, PatternSet
+from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, Pattern, PatternSet
 from ai_sandbox.policy import CONFIG, CWD_HIDDEN, LOUD, NOT_GIT, Notice, Policy, build
 from ai_sandbox.records import Factory, record
 
@@ -89,8 +89,8 @@ def allowlist(user_cfg: config.UserConfig, profile: profiles.Profile, project_cf
     """Every pattern that keeps an ignored path readable; a later source names the rule in reports."""
     pats: list[Pattern] = []
     if user_cfg.allow_dependencies:
-        pats += [Pattern(p, "dependency directory") for p in profiles.DEPENDENCY_DIRS]
-    pats += [Pattern(p, "built-in tool allowlist") for p in profiles.TOOL_ALLOW]
+        pats += [Pattern(p, "dependency directory", DEPENDENCY) for p in profiles.DEPENDENCY_DIRS]
+    pats += [Pattern(p, "built-in tool allowlist", BUILT_IN) for p in profiles.TOOL_ALLOW]
     pats += profile.allow + user_cfg.allow + project_cfg.allow
     return PatternSet(pats)
 

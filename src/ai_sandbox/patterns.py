@@ -23,10 +23,20 @@ _POSIX = {"alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z
           "xdigit": "0-9A-Fa-f", "blank": " \t", "space": " \t\n\r\f\v"}  # fmt: skip
 
 
+# Who wrote a pattern. Decisions read this, never `source` (text for people, which a project file can imitate:
+# an allow entry `[.(profile ]env` renders as "... (profile ...)" too). Built-in lists and profiles are not
+# files a session can edit; the user's config is read-only inside but still a rule that may change; a
+# project's files are the agent's to rewrite.
+BUILT_IN, DEPENDENCY, PROFILE, USER, PROJECT = "built-in", "dependency", "profile", "user", "project"
+ORIGINS = (BUILT_IN, DEPENDENCY, PROFILE, USER, PROJECT)
+CODE = frozenset({BUILT_IN, DEPENDENCY, PROFILE})  # shipped with ai-sandbox or its profiles
+
+
 @value
 class Pattern:
     text: str
-    source: str  # where it was written: "built-in", "profile claude", ".ai-sandbox.toml:4"
+    source: str  # where it was written, for people: "built-in", "profile claude", ".ai-sandbox.toml:4"
+    origin: str = PROJECT  # one of ORIGINS; unsaid means the least trusted
 
 
 def _is_simple(text: str) -> bool:

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Iterable
 
 from ai_sandbox.errors import PolicyError
-from ai_sandbox.patterns import PatternSet
+from ai_sandbox.patterns import PROJECT, PatternSet
 from ai_sandbox.records import Factory, record, value
 
 GLOBAL, IGNORED, CRYPT, EXPLICIT = "global", "ignored", "git-crypt", "explicit"
@@ -59,7 +59,8 @@ class Kept:
     path: str
     is_dir: bool
     reason: str  # why it would have been hidden
-    rule: str  # the allow pattern and where it was written
+    rule: str  # the allow pattern and where it was written, for people
+    origin: str = PROJECT  # who wrote that pattern (patterns.ORIGINS): what decisions read
 
 
 @value
@@ -221,7 +222,7 @@ def _allow_or_split(
     rel = _rel(e.path, root)
     rule = allow.match(rel, e.is_dir)
     if rule is not None:
-        policy.kept.append(Kept(e.path, e.is_dir, e.reason, f"{rule.text} ({rule.source})"))
+        policy.kept.append(Kept(e.path, e.is_dir, e.reason, f"{rule.text} ({rule.source})", rule.origin))
         return
     inner = allow.may_match_below(rel) if e.is_dir else None
     if inner is None:

@@ -1,13 +1,33 @@
-"""What the last launch hid in a project: a launch never un-hides it silently.
+"""What earlier launches hid: a launch never un-hides it silently.
 
-The rules come from files an agent can edit from inside (.gitignore, .ai-sandbox.toml, your config.toml):
-without a memory, one session could make the next one reveal a secret. So every launch records the paths
-it hid, and the next launch refuses when one of them still exists but would be readable, until the user
-runs `ai-sandbox accept`. The record and the user config are read-only inside the sandbox.
+The rules come from files an agent can edit from inside (.gitignore, .ai-sandbox.toml, your config.toml), and
+so does the layout they apply to (directory names, where a git repository starts): without a memory, one
+session could make the next one reveal a secret. So every launch records what it hid, and the next launch
+refuses while something recorded would be readable, until the user runs `ai-sandbox accept`. The records are
+read-only inside the sandbox.
 
-One record per project, whatever the agent: a path that this agent's profile or the built-in allowlists
-keep readable is not "un-hidden" (those rules are not files a session can edit), so switching agents
-does not trip it.
+What a record says: "these paths were hidden, each one an entry of this directory", the directory named by
+device and inode. A session cannot rename a hidden path (it is a mount point) but it can rename a visible
+directory above it, and the mask moves along: `mv config config.bak; mkdir config` leaves the old path naming
+something new, or nothing. So the next launch refuses when a recorded path exists and would be readable (a
+rule changed), and when a recorded directory is no longer at its path but stands elsewhere in the project
+with the recorded entry readable there (it was moved; found by inode, whatever its name is now).
+
+Which records apply: the project's own, one per root whatever the agent; and, since a session can move the
+root itself (`git init` in a subdirectory, `core.worktree` pointing up, deleting a nested `.git`):
+- at a root never launched before, the records of every recorded root above or below it, and of a recorded
+  root that is this very directory under another name (same device and inode);
+- the record of the root that the last launch from this directory (or the nearest one above) used, when it
+  was another root.
+An index of recorded roots and launch directories (hidden/index) finds them.
+
+Cost: the usual launch (same masks, nothing moved) reads two small files and stats each directory holding
+a hidden path. Only a recorded directory that vanished or changed inode walks the project, once, never into
+hidden directories.
+
+A path this agent's profile or the built-in allowlists keep readable is not "un-hidden" while it is still at
+its recorded place (those rules are not files a session can edit), so switching agents does not trip it;
+decided by the pattern's origin, never by its text.
 """
 
 from __future__ import annotations
@@ -18,7 +38,12 @@ from collections.abc import Mapping
 
 from ai_sandbox import records
 from ai_sandbox.errors import PolicyError
+from ai_sandbox.patterns import CODE
 from ai_sandbox.policy import CAP_NOTE, COLLAPSE_NOTE, Policy
+
+MAGIC = b"ai-sandbox hidden 2\0"  # then (path, "DEV:INO" of its directory or "-") pairs, NUL-terminated
+_MERGED = (CAP_NOTE, COLLAPSE_NOTE)
+_NONE = b"-"
 
 
 def state_dir(env: Mapping[str, str]) -> str:
@@ -34,27 +59,73 @@ def record_path(env: Mapping[str, str], root: str) -> str:
     return os.path.join(state_dir(env), "hidden", _prefix(root))
 
 
-def _read(path: str) -> bytes:
+def _index_path(env: Mapping[str, str]) -> str:
+    return os.path.join(state_dir(env), "hidden", "index")
+
+
+def _read(path: str) -> bytes | None:
+    """The file's bytes; None when there is none."""
     try:
         with open(path, "rb") as f:
             return f.read()
     except FileNotFoundError:
-        return b""
+        return None
     except OSError as e:
         raise PolicyError(f"cannot read {path}: {e.strerror}", "check its permissions, or delete it") from None
 
 
+def _entries(data: bytes | None) -> list[tuple[str, bytes]]:
+    """A record's (path, id of its directory); the first format held paths only (id b"")."""
+    if not data:
+        return []
+    if not data.startswith(MAGIC):
+        return [(os.fsdecode(p), b"") for p in data.split(b"\0") if p]
+    parts = data[len(MAGIC) :].split(b"\0")
+    return [(os.fsdecode(parts[i]), parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+
+
 def load(path: str) -> list[str]:
-    return [os.fsdecode(p) for p in _read(path).split(b"\0") if p]
+    """The paths a record holds."""
+    return [p for p, _ in _entries(_read(path))]
 
 
-_MERGED = (CAP_NOTE, COLLAPSE_NOTE)
-_BUILT_IN = ("(built-in tool allowlist)", "(dependency directory)")
+def _dir_id(path: str, ids: dict[str, bytes]) -> bytes:
+    """b"DEV:INO" of a directory (remembered per launch: thousands of masks share a few hundred)."""
+    got = ids.get(path)
+    if got is None:
+        try:
+            st = os.lstat(path)
+            got = b"%d:%d" % (st.st_dev, st.st_ino)
+        except OSError:
+            got = _NONE
+        ids[path] = got
+    return got
+
+
+def _dirname(path: str) -> str:
+    return path.rpartition("/")[0] or "/"  # paths here are absolute and normal: posixpath's checks cost 3x
+
+
+def _content(policy: Policy, ids: dict[str, bytes]) -> bytes:
+    """The masks the rules asked for, each with its directory's id. A directory hidden whole only to fit the
+    backend's limit is recorded as the paths inside it, or a later launch under the limit would look like
+    an un-hiding. (One lstat per directory holding masks: a monorepo's 6,000 masks sit in 2,000.)"""
+    paths = [m.path for m in policy.masks if not m.note.startswith(_MERGED)] + [m.path for m in policy.capped]
+    by_dir: dict[str, str] = {}
+    out = []
+    for p in paths:
+        d = _dirname(p)
+        sid = by_dir.get(d)
+        if sid is None:
+            sid = by_dir[d] = _dir_id(d, ids).decode()
+        out.append(p)
+        out.append(sid)
+    return MAGIC + os.fsencode("\0".join(out)) + b"\0" if out else MAGIC
 
 
 def _kept_by_code(policy: Policy) -> dict[str, bool]:
     """The paths the profile or the built-in allowlists keep readable (path -> is_dir)."""
-    return {k.path: k.is_dir for k in policy.kept if k.rule.endswith(_BUILT_IN) or "(profile " in k.rule}
+    return {k.path: k.is_dir for k in policy.kept if k.origin in CODE}
 
 
 def _under(path: str, kept: dict[str, bool]) -> bool:
@@ -76,52 +147,237 @@ def unhidden(policy: Policy, previous: list[str]) -> list[str]:
     return [p for p in previous if policy.hidden(p) is None and not _under(p, kept) and os.path.lexists(p)]
 
 
+# --- the index: which roots have records, and which root each launch directory used -----------------------
+
+
+def _load_index(path: str) -> tuple[dict[str, bytes], dict[str, str]]:
+    """(root -> its "DEV:INO", launch directory -> root), from NUL-terminated (kind, key, value) triples."""
+    roots: dict[str, bytes] = {}
+    cwds: dict[str, str] = {}
+    parts = (_read(path) or b"").split(b"\0")
+    for i in range(0, len(parts) - 2, 3):
+        kind, key, val = parts[i], os.fsdecode(parts[i + 1]), parts[i + 2]
+        if kind == b"root":
+            roots[key] = val
+        elif kind == b"cwd":
+            cwds[key] = os.fsdecode(val)
+    return roots, cwds
+
+
+def _dump_index(roots: dict[str, bytes], cwds: dict[str, str]) -> bytes:
+    out = [b"root\0%s\0%s\0" % (os.fsencode(r), i) for r, i in sorted(roots.items())]
+    out += [b"cwd\0%s\0%s\0" % (os.fsencode(c), os.fsencode(r)) for c, r in sorted(cwds.items())]
+    return b"".join(out)
+
+
+def _inside(path: str, parent: str) -> bool:
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def _last_root(cwds: dict[str, str], cwd: str) -> str | None:
+    """The root the last launch from cwd, or from the nearest directory above it, used."""
+    p = cwd
+    while True:
+        if p in cwds:
+            return cwds[p]
+        parent = os.path.dirname(p)
+        if parent == p:
+            return None
+        p = parent
+
+
+def _related(
+    roots: dict[str, bytes], cwds: dict[str, str], root: str, root_id: bytes, cwd: str, first: bool
+) -> list[str]:
+    """Other roots whose records apply to this launch (see the module docstring)."""
+    out = []
+    if first:
+        for r, rid in roots.items():
+            if r != root and (_inside(r, root) or _inside(root, r) or (rid == root_id and rid != _NONE)):
+                out.append(r)
+    last = _last_root(cwds, cwd)
+    if last is not None and last != root and last not in out:
+        out.append(last)
+    return out
+
+
+# --- judging a record against this launch's policy ----------------------------------------------------------
+
+
+def _judge(policy: Policy, sources: list[tuple[str, bytes | None]], ids: dict[str, bytes]) -> list[tuple[str, str]]:
+    """(what would be readable, why) for every recorded path of these (root, record) pairs."""
+    kept = _kept_by_code(policy)
+    lost: list[tuple[str, str]] = []
+    wanted: dict[bytes, list[str]] = {}  # directory id -> recorded paths in it, where that directory moved
+    for owner, data in sources:
+        why = (
+            "a rule changed (.gitignore, .ai-sandbox.toml or your config.toml)"
+            if owner == policy.root
+            else f"the project root changed (it was {owner}: a new or removed git repository?)"
+        )
+        for p, pid in _entries(data):
+            if pid and pid != _NONE and _dir_id(_dirname(p), ids) != pid:
+                wanted.setdefault(pid, []).append(p)
+            if policy.hidden(p) is None and not _under(p, kept) and os.path.lexists(p):
+                lost.append((p, why))
+    if wanted:
+        lost += _moved(policy, wanted)
+    return lost
+
+
+def _moved(policy: Policy, wanted: dict[bytes, list[str]]) -> list[tuple[str, str]]:
+    """Recorded paths whose directory now stands elsewhere in the project, readable there. A walk of what
+    the sandbox shows: hidden directories are skipped (what moved into one is hidden still), links are not
+    followed, and the walk stops once every directory is found. Inode numbers come from the directory
+    listing (no stat per entry); a match is confirmed by its device."""
+    by_ino: dict[int, list[tuple[int, list[str]]]] = {}
+    for pid, paths in wanted.items():
+        dev, _, ino = pid.partition(b":")
+        by_ino.setdefault(int(ino), []).append((int(dev), paths))
+    masked = {m.path for m in policy.masks if m.is_dir}
+    lost: list[tuple[str, str]] = []
+    stack = [policy.root]
+    while stack and by_ino:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                try:
+                    if not e.is_dir(follow_symlinks=False) or e.path in masked:
+                        continue
+                    hit = by_ino.get(e.inode())
+                    if hit is not None:
+                        lost += _found(policy, e.path, os.lstat(e.path).st_dev, hit, by_ino, e.inode())
+                except OSError:
+                    continue
+                stack.append(e.path)
+    return lost
+
+
+def _found(
+    policy: Policy, here: str, dev: int, hit: list[tuple[int, list[str]]], by_ino: dict, ino: int
+) -> list[tuple[str, str]]:
+    out = []
+    for want_dev, paths in hit:
+        if want_dev != dev:
+            continue
+        for old in paths:
+            new = os.path.join(here, os.path.basename(old))
+            if os.path.lexists(new) and policy.hidden(new) is None:
+                out.append((f"{old} (now {new})", "a directory above it was moved"))
+        hit.remove((want_dev, paths))
+        break
+    if not hit:
+        del by_ino[ino]
+    return out
+
+
 @records.record
 class Record:
     path: str
     content: bytes  # this launch's masks, as the record holds them
     unchanged: bool  # the record already says exactly that
+    index: str = ""  # the index file, when it must learn this root or launch directory
+    root: str = ""
+    root_id: bytes = b""
+    cwd: str = ""
 
 
-def _content(policy: Policy) -> bytes:
-    """The masks the rules asked for: a directory hidden whole only to fit the backend's limit is
-    recorded as the paths inside it, or a later launch under the limit would look like an un-hiding."""
-    paths = [m.path for m in policy.masks if not m.note.startswith(_MERGED)] + [m.path for m in policy.capped]
-    return os.fsencode("\0".join(paths)) + b"\0" if paths else b""
+def _examine(policy: Policy, env: Mapping[str, str], cwd: str) -> tuple[Record, list[tuple[str, str]]]:
+    root = policy.root
+    cwd = os.path.realpath(cwd or os.getcwd())
+    path, index = record_path(env, root), _index_path(env)
+    ids: dict[str, bytes] = {}
+    before, now = _read(path), _content(policy, ids)
+    roots, cwds = _load_index(index)
+    root_id = _dir_id(root, ids)
+    others = _related(roots, cwds, root, root_id, cwd, before is None)
+    stale = roots.get(root) != root_id or _last_root(cwds, cwd) != root
+    rec = Record(path, now, before == now, index if stale else "", root, root_id, cwd)
+    if before == now and not others:  # the usual launch: the same masks as last time, nothing moved
+        return rec, []
+    sources = [(root, before)] + [(r, _read(record_path(env, r))) for r in others]
+    return rec, _judge(policy, sources, ids)
 
 
-def check(policy: Policy, env: Mapping[str, str]) -> Record:
-    """Refuse if this launch would reveal what the last one hid; returns what `record` writes."""
-    path = record_path(env, policy.root)
-    before, now = _read(path), _content(policy)
-    if before == now:  # the usual launch: the same masks as last time, nothing to look at
-        return Record(path, now, True)
-    lost = unhidden(policy, [os.fsdecode(p) for p in before.split(b"\0") if p])
+def check(policy: Policy, env: Mapping[str, str], cwd: str = "") -> Record:
+    """Refuse if this launch would reveal what an earlier one hid; returns what `record` writes. cwd: where
+    the launch runs (default: here)."""
+    rec, lost = _examine(policy, env, cwd)
     if lost:
-        shown = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+        shown = ", ".join(p for p, _ in lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+        why = "; ".join(dict.fromkeys(w for _, w in lost))
         raise PolicyError(
-            f"{shown} was hidden at the last launch and would be readable now: a rule changed "
-            "(.gitignore, .ai-sandbox.toml or your config.toml — possibly from inside the sandbox)",
+            f"{shown} was hidden at the last launch and would be readable now: {why}, possibly from inside the sandbox",
             "see why with `ai-sandbox explain PATH`; if the change is yours, run `ai-sandbox accept`",
         )
-    return Record(path, now, False)
+    return rec
+
+
+def findings(policy: Policy, env: Mapping[str, str], cwd: str = "") -> list[str]:
+    """What `check` would refuse for, without refusing: for explain."""
+    return [p for p, _ in _examine(policy, env, cwd)[1]]
+
+
+def _write(path: str, content: bytes) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(content)
+    os.replace(tmp, path)
+
+
+def _update_index(index: str, change) -> None:  # noqa: ANN001 — (roots, cwds) -> None
+    """Read-modify-write under a lock: two launches at once must not drop each other's roots."""
+    import fcntl  # noqa: PLC0415 — only when the index changes
+
+    os.makedirs(os.path.dirname(index), mode=0o700, exist_ok=True)
+    with open(index + ".lock", "wb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        roots, cwds = _load_index(index)
+        before = _dump_index(roots, cwds)
+        change(roots, cwds)
+        after = _dump_index(roots, cwds)
+        if after != before:
+            _write(index, after)
 
 
 def record(rec: Record) -> None:
-    """Remember this launch's masks (rewritten only when they changed)."""
-    if rec.unchanged:
-        return
-    os.makedirs(os.path.dirname(rec.path), mode=0o700, exist_ok=True)
-    tmp = f"{rec.path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(rec.content)
-    os.replace(tmp, rec.path)
+    """Remember this launch's masks (rewritten only when they changed), its root and where it ran from."""
+    if not rec.unchanged:
+        _write(rec.path, rec.content)
+    if rec.index:
+
+        def change(roots: dict[str, bytes], cwds: dict[str, str]) -> None:
+            roots[rec.root] = rec.root_id
+            if _last_root(cwds, rec.cwd) != rec.root:
+                cwds[rec.cwd] = rec.root
+
+        _update_index(rec.index, change)
 
 
-def forget(env: Mapping[str, str], root: str) -> int:
-    """`ai-sandbox accept`: drop the project's record; returns how many were dropped (0 or 1)."""
-    try:
-        os.unlink(record_path(env, root))
-    except FileNotFoundError:
-        return 0
-    return 1
+def forget(env: Mapping[str, str], root: str, cwd: str = "") -> int:
+    """`ai-sandbox accept`: the project's record starts anew (empty: the next launch records what it hides),
+    and other roots' records stop applying here: this root is known, and launches from cwd belong to it.
+    Returns how many records applied (0 when nothing was recorded)."""
+    cwd = os.path.realpath(cwd or os.getcwd())
+    path, index = record_path(env, root), _index_path(env)
+    ids: dict[str, bytes] = {}
+    roots, cwds = _load_index(index)
+    before = _read(path)
+    n = (before is not None) + len(_related(roots, cwds, root, _dir_id(root, ids), cwd, before is None))
+    _write(path, MAGIC)
+
+    def change(roots: dict[str, bytes], cwds: dict[str, str]) -> None:
+        roots[root] = ids[root]
+        for c, r in list(cwds.items()):
+            if _inside(c, root) and not _inside(r, root):
+                del cwds[c]  # launch directories in this root that an enclosing root used
+        cwds[root] = root
+        if _last_root(cwds, cwd) != root:
+            cwds[cwd] = root
+
+    _update_index(index, change)
+    return n

@@ -15,7 +15,7 @@ from ai_sandbox import config, layers, nested, profiles, project, state
 from ai_sandbox.backends import LaunchPlan, Settings, select
 from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
 from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, Pattern, PatternSet
-from ai_sandbox.policy import CONFIG, CWD_HIDDEN, LOUD, NOT_GIT, Notice, Policy, build
+from ai_sandbox.policy import CONFIG, CWD_HIDDEN, LOUD, NOT_GIT, Notice, Policy, build, check_reachable
 from ai_sandbox.records import Factory, record
 
 TYPE_CHECKING = False
@@ -113,6 +113,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
         cwd=cwd,
     )
     backend = select(req.backend or user_cfg.backend, settings)
+    check_reachable(cwd, backend.name)
     if not backend.host_commands:
         executable = profile.executable  # found on the image's PATH, not the host's
     else:

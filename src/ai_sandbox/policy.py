@@ -19,12 +19,28 @@ GLOBAL, IGNORED, CRYPT, EXPLICIT = "global", "ignored", "git-crypt", "explicit"
 LAYERS = (GLOBAL, IGNORED, CRYPT, EXPLICIT)
 _RANK = {layer: i for i, layer in enumerate(LAYERS)}
 
-# Masking any of these (or anything under them) would break the sandbox for every program in it; an
-# ignored symlink into /etc must never hide /etc/passwd.
+# Operating-system content: every program in the sandbox reads it and a package manager owns it, so a mask
+# there would break or blind the whole sandbox (an ignored `passwd.link -> /etc/passwd` must never hide
+# /etc/passwd for every program). A link from the project into it is never masked.
 SYSTEM_DIRS = (
-    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
-    "/sys", "/usr", "/var", "/nix/store", "/snap", "/System", "/Library", "/Applications",
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin", "/sys", "/usr",
+    "/nix/store", "/gnu/store", "/snap", "/System", "/Library", "/Applications", "/private/etc",
 )  # fmt: skip
+# System content that also holds the machine's secrets (TLS keys, service credentials): a hidden path that
+# resolves there can neither be masked nor called public, so the launch refuses. Elsewhere in SYSTEM_DIRS the
+# content is public by design (a nix `result -> /nix/store/…` link is common): not hidden, and explain says so.
+CONFIG_DIRS = ("/etc", "/private/etc")
+# Places for data, shared by every program: what a link points at in them is masked (docker secrets live in
+# /run/secrets, services' state in /var/lib/…), never one of these directories whole. /dev/shm is data inside
+# /dev.
+SHARED_DIRS = (
+    "/run", "/var", "/tmp", "/srv", "/opt", "/mnt", "/media", "/home", "/root", "/Users", "/Volumes", "/dev/shm",
+    "/run/user", "/run/lock", "/var/tmp", "/var/lib", "/var/log", "/var/cache", "/var/spool", "/var/mail",
+    "/var/local", "/var/opt", "/var/www", "/private", "/private/var", "/private/tmp",
+)  # fmt: skip
+# Directories the firejail backend replaces with empty ones of its own (`private-dev`; /var/tmp is always
+# private): a project there is not in the sandbox at all, and the agent would start in $HOME instead.
+FIREJAIL_PRIVATE = ("/dev/shm", "/var/tmp", "/dev")
 
 
 @value
@@ -123,12 +139,36 @@ def _inside(path: str, parent: str) -> bool:
 
 _SYSTEM_TOP = frozenset(d for d in SYSTEM_DIRS if d.count("/") == 1)
 _SYSTEM_DEEP = tuple(d for d in SYSTEM_DIRS if d.count("/") > 1)
+_SHARED = frozenset(SHARED_DIRS)
+
+
+def _os_content(path: str) -> bool:
+    """Inside SYSTEM_DIRS (or `/` itself), /dev/shm excepted: it is where programs share data."""
+    if path == "/" or "/" + path.split("/", 2)[1] in _SYSTEM_TOP:
+        return not _inside(path, "/dev/shm")
+    return any(_inside(path, d) for d in _SYSTEM_DEEP)
 
 
 def is_system(path: str) -> bool:
-    if path == "/" or "/" + path.split("/", 2)[1] in _SYSTEM_TOP:
-        return True
-    return any(_inside(path, d) for d in _SYSTEM_DEEP)
+    """Never masked, nor widened to: operating-system content, and the shared data directories themselves
+    (what is inside /run or /var/lib may be masked; /run or /var/lib whole would break every program)."""
+    return path in _SHARED or _os_content(path)
+
+
+def check_reachable(cwd: str, backend: str) -> None:
+    """Refuse a project inside a directory the backend replaces with an empty one of its own (FIREJAIL_PRIVATE):
+    inside the sandbox the project is not there, and firejail starts the agent in $HOME instead — silently.
+    The docker backend mounts the project at its own path, which works from /var/tmp and /dev/shm too."""
+    for d in _PRIVATE.get(backend, ()):
+        if _inside(cwd, d):
+            raise PolicyError(
+                f"{cwd} is under {d}, which the {backend} sandbox replaces with an empty directory of its own: "
+                "the agent would not see the project",
+                f"move the project out of {d} (e.g. under your home directory), or use --backend docker",
+            )
+
+
+_PRIVATE = {"firejail": FIREJAIL_PRIVATE}
 
 
 def _owned(path: str, root: str) -> bool:
@@ -249,14 +289,17 @@ def _allow_or_split(
 
 
 def _protected(root: str, home: str) -> list[str]:
-    """Paths that must stay visible: the project itself, every directory above it, and the home directory."""
+    """Paths that must stay visible: the project itself, every directory above it, the home directory and
+    every directory above it (masking /home would hide home as surely as masking home)."""
     out = [root]
-    p = root
-    while p != os.path.dirname(p):
-        p = os.path.dirname(p)
-        out.append(p)
-    if home:
-        out.append(home)
+    for start in (root, home) if home else (root,):
+        p = start
+        if p != root:
+            out.append(p)
+        while p != os.path.dirname(p):
+            p = os.path.dirname(p)
+            if p not in out:
+                out.append(p)
     return out
 
 
@@ -282,7 +325,11 @@ def _cached_realpath() -> Callable[[str], str]:
 
 
 def _resolve(m: Mask, root: str, protected: list[str], policy: Policy, realpath: Callable[[str], str]) -> Mask | None:
-    """Backends follow symlinks when they mask, so the policy decides where each mask really lands."""
+    """Backends follow symlinks when they mask, so the policy decides where each mask really lands.
+
+    A target the policy will not mask is either said plainly ("never masked: readable inside", for what is
+    public or must stay visible) or refused: a path under /etc (it can hold the machine's secrets) and a
+    git-crypt key (it decrypts the history) are never left readable while listed as hidden."""
     target = realpath(m.path)
     mask = m
     if target != m.path:
@@ -302,21 +349,56 @@ def _resolve(m: Mask, root: str, protected: list[str], policy: Policy, realpath:
                 f"your global block {m.path} contains this project ({root})",
                 f"the agent cannot work inside a hidden directory; narrow the entry in your config.toml ({m.reason})",
             )
-        policy.warn(NEVER_MASKED, f"{m.path} resolves to {target}, which holds the project: not masked", m.path)
-        return None
-    if target in protected or (
-        is_system(target) and not _owned(target, root) and (target != m.path or m.layer != GLOBAL)
-    ):
-        policy.warn(
-            NEVER_MASKED, f"{m.path} resolves to {target}, which is never masked (a system or home path)", m.path
-        )
-        return None
-    if m.layer == GLOBAL and (target == "/" or target in SYSTEM_DIRS):
-        policy.warn(NEVER_MASKED, f"{m.path} is a system directory and is never masked", m.path)
-        return None
+        never: tuple[str, str] | None = (_KEPT, "it holds the project")
+    else:
+        never = _never_masked(target, protected, root)
+    if never is not None:
+        kind, why = never
+        # a global block is the user's own word: it may hide a file under /etc or /usr (never those whole)
+        if not (m.layer == GLOBAL and kind in (_CONFIG, _PUBLIC) and target not in SYSTEM_DIRS):
+            if m.layer == CRYPT or (kind == _CONFIG and m.layer != GLOBAL):
+                raise _refusal(m, target, why, root)
+            said = f" resolves to {target}" if target != m.path else ""
+            policy.warn(NEVER_MASKED, f"{m.path}{said} ({why}): never masked, readable inside", m.path)
+            return None
     if target != m.path and _inside(m.path, root) and not _inside(target, root):
         policy.warn(SYMLINK, f"{m.path} is a symlink to {target}, outside the project: that target is hidden", m.path)
     return mask
+
+
+_KEPT, _SHARED_DIR, _CONFIG, _PUBLIC = "kept", "shared", "config", "public"
+
+
+def _never_masked(target: str, protected: list[str], root: str) -> tuple[str, str] | None:
+    """(kind, why in words) when target cannot be masked; None when it can. Inside the project only the home
+    directory is kept: a project under /var/www or /usr/local/src hides its own files."""
+    if target in protected:
+        return _KEPT, "the sandbox keeps it visible: the home directory, or a directory above it or the project"
+    if _owned(target, root):
+        return None
+    if target in _SHARED:
+        return _SHARED_DIR, "every program shares it; only what is inside it can be hidden"
+    if not _os_content(target):
+        return None
+    top = next((d for d in _SYSTEM_DEEP if _inside(target, d)), "/" + target.split("/", 2)[1])
+    if top in CONFIG_DIRS:
+        return _CONFIG, f"under {top}, which can hold the machine's secrets but is never masked"
+    return _PUBLIC, f"under {top}: system content every program reads"
+
+
+def _refusal(m: Mask, target: str, why: str, root: str) -> PolicyError:
+    """Leaving target readable would break a promise (a git-crypt key decrypts the history; a file under
+    /etc a project hides may be a secret): one line, and the way out."""
+    if m.layer == CRYPT:
+        hint = "move the repository's git directory (or the project) where the key directory can be hidden"
+    elif m.layer == IGNORED:
+        rel = _rel(m.path, root) if _owned(m.path, root) else m.path
+        hint = f'remove the link, or if the agent may read {target}, add "{rel}" to `allow` in .ai-sandbox.toml'
+    else:
+        hint = f"remove the entry ({m.reason}) or the link"
+    what = "the git-crypt key directory " if m.reason.startswith("git-crypt key") else ""
+    said = f" (it resolves to {target})" if target != m.path else ""
+    return PolicyError(f"cannot hide {what}{m.path}{said}: {why}", hint)
 
 
 def _fold(masks: list[Mask], policy: Policy) -> list[Mask]:

@@ -68,9 +68,11 @@ class Scan:
         self._tracked, self._gitlinks = tracked, links
 
 
-def _run(args: list[str], cwd: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+def _run(
+    args: list[str], cwd: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
     try:
-        return subprocess.run([*_GIT, *args], cwd=cwd, input=stdin, capture_output=True)
+        return subprocess.run([*_GIT, *args], cwd=cwd, input=stdin, capture_output=True, env=env)
     except FileNotFoundError:
         raise UnavailableError(
             "git is not installed",
@@ -99,17 +101,38 @@ def _git_error(args: list[str], cwd: str, stderr: bytes) -> PolicyError:
     )
 
 
+# Variables that change which repository, work tree or index git uses. ai-sandbox's own git calls and the
+# agent's git both inherit them, so the policy must describe the tree they select — or refuse.
+REPO_VARIABLES = (
+    "GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_OBJECT_DIRECTORY", "GIT_NAMESPACE",
+)  # fmt: skip
+_PATH_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE")
+_WHERE = ["rev-parse", "--show-toplevel", "--git-common-dir"]
+
+
 def find_repo(cwd: str) -> Repo | None:
     """The work tree holding cwd, or None when cwd is in no git repository at all."""
-    proc = _run(["rev-parse", "--show-toplevel", "--git-common-dir"], cwd)
+    set_ = [name for name in REPO_VARIABLES if name in os.environ]
+    if set_:
+        return _find_repo_with(cwd, set_)
+    proc = _run(_WHERE, cwd)
     if proc.returncode != 0:
         if b"not a git repository" in proc.stderr:
             return None
-        err = _git_error(["rev-parse"], cwd, proc.stderr)
-        if b"work tree" in proc.stderr:
-            err.hint = "run ai-sandbox from inside the project's work tree (not from .git or a bare repository)"
-        raise err
-    lines = os.fsdecode(proc.stdout).split("\n")
+        raise _where_error(cwd, proc.stderr)
+    return _repo_of(cwd, proc.stdout)
+
+
+def _where_error(cwd: str, stderr: bytes) -> PolicyError:
+    err = _git_error(["rev-parse"], cwd, stderr)
+    if b"work tree" in stderr:
+        err.hint = "run ai-sandbox from inside the project's work tree (not from .git or a bare repository)"
+    return err
+
+
+def _repo_of(cwd: str, stdout: bytes) -> Repo:
+    lines = os.fsdecode(stdout).split("\n")
     if len(lines) != 3 or lines[2] != "":
         raise PolicyError(f"cannot read git's answer for {cwd}", "a path with a newline in it is not supported")
     root, common = lines[0], lines[1]
@@ -120,6 +143,51 @@ def find_repo(cwd: str) -> Repo | None:
             "check `git config core.worktree` (or GIT_WORK_TREE): ai-sandbox will not guess the project",
         )
     return Repo(root=root, common_dir=os.path.normpath(os.path.join(cwd, common)))
+
+
+def _find_repo_with(cwd: str, set_: list[str]) -> Repo | None:
+    """The caller set variables that redirect git (GIT_DIR, GIT_WORK_TREE, …): the policy is computed only
+    when git, with them, uses the very repository, work tree and index it finds here without them. Anything
+    else — a GIT_DIR that fails, another repository, a work tree that is not this one — refuses: the rules
+    would be read from one tree while the agent's files are another (one more git call, only in this case)."""
+    named = ", ".join(f"{n}={os.environ[n]}" for n in set_)
+    hint = f"unset {' '.join(set_)} before starting ai-sandbox (the agent inherits them), run it in the project"
+    ask = [*_WHERE, "--absolute-git-dir", "--git-path", "index"]
+    proc = _run(ask, cwd)
+    plain = _run(ask, cwd, env={k: v for k, v in os.environ.items() if k not in REPO_VARIABLES})
+    if plain.returncode != 0 and b"not a git repository" not in plain.stderr:
+        raise _where_error(cwd, plain.stderr)
+    without = _answer(cwd, plain.stdout) if plain.returncode == 0 else None
+    if proc.returncode != 0:
+        if without is None and b"not a git repository" in proc.stderr and not set(set_) & set(_PATH_VARIABLES):
+            return None  # e.g. GIT_CEILING_DIRECTORIES in a shell profile, outside any repository: no repo either way
+        first = next((ln for ln in os.fsdecode(proc.stderr).splitlines() if ln.strip()), "no message")
+        raise PolicyError(f"git fails in {cwd} with {named}: {first.removeprefix('fatal: ')}", hint)
+    with_vars = _answer(cwd, proc.stdout)
+    if without is None:
+        raise PolicyError(f"{named} makes git use the work tree {with_vars[0]}, where it finds no repository", hint)
+    for i, label in ((0, "work tree"), (2, "git directory"), (3, "index"), (1, "common git directory")):
+        if with_vars[i] != without[i]:
+            raise PolicyError(
+                f"{named} makes git use the {label} {with_vars[i]}, not {without[i]} of the repository here",
+                hint,
+            )
+    relative = [n for n in _PATH_VARIABLES if n in os.environ and not os.path.isabs(os.environ[n])]
+    if relative and with_vars[0] != os.path.realpath(cwd):
+        raise PolicyError(
+            f"{', '.join(relative)} is a relative path, which names another place from the project root "
+            f"{with_vars[0]} (where ai-sandbox asks git) than from {cwd}",
+            f"make it absolute, or {hint}",
+        )
+    return _repo_of(cwd, b"\n".join(proc.stdout.split(b"\n")[:2]) + b"\n")
+
+
+def _answer(cwd: str, stdout: bytes) -> tuple[str, ...]:
+    """(work tree, git dir, common dir, index) as real absolute paths, to compare two answers of git."""
+    lines = os.fsdecode(stdout).split("\n")
+    if len(lines) != 5 or lines[4] != "":
+        raise PolicyError(f"cannot read git's answer for {cwd}", "a path with a newline in it is not supported")
+    return tuple(os.path.realpath(os.path.join(cwd, p)) for p in lines[:4])
 
 
 def _split_z(data: bytes) -> list[str]:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import selectors
+import shutil
 import subprocess
+from collections.abc import Callable
 
 from ai_sandbox.errors import PolicyError, UnavailableError
 from ai_sandbox.records import value
@@ -32,6 +34,9 @@ class Scan:
         self.repo = repo
         self.ignored: list[tuple[str, bool]] = []  # (path, is_dir), collapsed by git
         self.untracked: list[tuple[str, bool]] = []
+        self.unlisted: list[tuple[str, str]] = []  # (directory, why): git could not open it, so listed nothing in it
+        self.attributes_file = ""  # the user's global attributes file, as git finds it (core.attributesFile)
+        self.crypt_config = ""  # a config key that sets up git-crypt (a filter driver), if any
         self._index = index
         self._tracked: list[str] | None = None
         self._gitlinks: list[str] | None = None
@@ -207,37 +212,130 @@ def _collapse(paths: list[str]) -> list[tuple[str, bool]]:
     return out
 
 
-def scan(repo: Repo) -> Scan:
+def scan(repo: Repo, on_index: Callable[[bytes], None] | None = None) -> Scan:
     """Ignored entries (directories collapsed), untracked ones, and the index: three `git ls-files` run
     side by side. ls-files never reads file contents, so no filter a repository configures can run (git
     status would run clean filters on changed tracked files), and it does not walk into a directory an
-    ignore pattern matches (git 2.39's status --ignored does: 2.7 s against 0.2 s on a 1M-file repo)."""
+    ignore pattern matches (git 2.39's status --ignored does: 2.7 s against 0.2 s on a 1M-file repo).
+
+    A fourth call reads the config git-crypt depends on. What git printed on stderr is read too: a
+    directory it could not open is named in `unlisted` (nothing in it was listed, ignored or not), and any
+    other message refuses — an unreadable .gitignore means the listing is not what the user wrote.
+    `on_index` receives the index as soon as it is read, while the slower walks still run."""
     calls = {
         "ignored": ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
         "untracked": ["ls-files", "-z", "--others", "--exclude-standard", "--directory"],
         "index": ["ls-files", "-z", "--stage"],
     }
+    if _config_may_matter(repo):
+        calls["config"] = ["config", "-z", "--get-regexp", _CONFIG_KEYS]
+    env = _scan_env()
     procs = {}
     try:
         for name, args in calls.items():
             procs[name] = subprocess.Popen(
-                [*_GIT, *args], cwd=repo.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+                [*_GIT, *args], cwd=repo.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
             )
     except FileNotFoundError:
         raise UnavailableError("git is not installed", "install git (e.g. `sudo apt-get install git`)") from None
-    outputs, errors = _drain(procs)
+    outputs, errors = _drain(procs, {"index": on_index} if on_index else {})
     for name, proc in procs.items():
-        if proc.returncode != 0:
+        if proc.returncode not in ((0, 1) if name == "config" else (0,)):  # config: 1 when no key is set
             raise _git_error(calls[name], repo.root, errors[name])
     result = Scan(repo, index=outputs["index"])
+    for name in ("ignored", "untracked", "index"):
+        result.unlisted += _unlisted(errors[name], repo.root)
+    result.unlisted = sorted(set(result.unlisted))
     result.ignored = _collapse(_split_z(outputs["ignored"]))
     result.untracked = [(p.rstrip("/"), p.endswith("/")) for p in _split_z(outputs["untracked"])]
+    result.attributes_file, result.crypt_config = _read_config(outputs.get("config", b""), repo.root)
     return result
 
 
-def _drain(procs: dict[str, subprocess.Popen[bytes]]) -> tuple[dict[str, bytes], dict[str, bytes]]:
+# The keys git-crypt's detection needs: where the user's attributes are, a tree attributes come from
+# instead of the work tree (git 2.42+), and filter drivers (git-crypt configures one per repository).
+_CONFIG_KEYS = r"^(core\.attributesfile|attr\.tree|filter\..*)$"
+_UNLISTED = "warning: could not open directory '"
+# What a config file must hold to set one of those keys, lowercased (keys are case-insensitive), or to
+# pull in other files that might.
+_CONFIG_NEEDLES = (b"attr", b"git-crypt", b"include", b"worktreeconfig")
+
+
+def _config_may_matter(repo: Repo) -> bool:
+    """Could git's config set one of _CONFIG_KEYS? One more git process costs ~1.5 ms on every launch;
+    reading the config files it would read costs ~0.1 ms, so git is asked only when one of them (or the
+    environment) could set such a key, an include, or cannot be read."""
+    if any(k.startswith("GIT_CONFIG") for k in os.environ):
+        return True
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    files = ("/etc/gitconfig", os.path.join(_git_prefix(), "etc", "gitconfig"), os.path.join(home, ".gitconfig"))
+    for path in (*files, os.path.join(xdg, "git", "config"), os.path.join(repo.common_dir, "config")):
+        try:
+            with open(path, "rb") as f:
+                text = f.read().lower()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return True
+        if any(n in text for n in _CONFIG_NEEDLES):
+            return True
+    return False
+
+
+def _git_prefix() -> str:
+    """git's installation prefix (/usr for /usr/bin/git), under which it finds etc/ when it is not /usr."""
+    return os.path.dirname(os.path.dirname(os.path.realpath(shutil.which("git") or "/usr/bin/git")))
+
+
+def _scan_env() -> dict[str, str]:
+    """git's environment for the scan, with its messages untranslated (they are read) and no trace
+    output (GIT_TRACE=1 writes to stderr, which would read as an unexpected message)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_TRACE")}
+    env["LC_ALL"] = "C"
+    return env
+
+
+def _unlisted(stderr: bytes, root: str) -> list[tuple[str, str]]:
+    """The directories git could not open while listing (it warns and exits 0: the listing just lacks
+    them). Any other message means git's answer is not the whole truth: refuse rather than guess."""
+    out = []
+    for line in os.fsdecode(stderr).split("\n"):
+        if not line.strip():
+            continue
+        path, sep, why = line[len(_UNLISTED) :].rpartition("/': ")
+        if not (line.startswith(_UNLISTED) and sep and path):
+            raise PolicyError(
+                f"git ls-files printed an unexpected message in {root}: {line.strip()}",
+                "fix what it names (an unreadable or symlinked .gitignore leaves its rules unapplied), "
+                "until `git status` prints no warning: ai-sandbox will not guess what is ignored",
+            )
+        out.append((path, why))
+    return out
+
+
+def _read_config(out: bytes, root: str) -> tuple[str, str]:
+    """(the global attributes file git reads, a key that sets up git-crypt or "") from `git config -z
+    --get-regexp`: records of `key\nvalue`, the last value of a key winning, as in git."""
+    attributes, crypt = "", ""
+    for rec in _split_z(out):
+        key, _, val = rec.partition("\n")
+        if key == "core.attributesfile":
+            attributes = os.path.join(root, os.path.expanduser(val)) if val else ""
+        elif key == "attr.tree" or "git-crypt" in val:
+            crypt = key
+    if not attributes:
+        xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+        attributes = os.path.join(xdg, "git", "attributes")
+    return attributes, crypt
+
+
+def _drain(
+    procs: dict[str, subprocess.Popen[bytes]], early: dict[str, Callable[[bytes], None]]
+) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """Read every pipe as it fills: git blocks on a full pipe, and a monorepo's index is megabytes
-    (read one call after the other, the index would only finish after the slowest walk)."""
+    (read one call after the other, the index would only finish after the slowest walk). A call named
+    in `early` has its output handed over as soon as it ends, before the others do."""
     sel = selectors.DefaultSelector()
     chunks: dict[tuple[str, int], list[bytes]] = {}
     for name, proc in procs.items():
@@ -252,6 +350,10 @@ def _drain(procs: dict[str, subprocess.Popen[bytes]]) -> tuple[dict[str, bytes],
             else:
                 sel.unregister(key.fileobj)
                 key.fileobj.close()
+                name, which = key.data
+                if which == 0 and name in early:
+                    chunks[key.data] = [b"".join(chunks[key.data])]
+                    early[name](chunks[key.data][0])
     sel.close()
     for proc in procs.values():
         proc.wait()
@@ -277,15 +379,17 @@ def repos_below(repo: Repo, rel: str) -> list[str]:
 
 
 def attribute_files(scan_: Scan) -> list[str]:
-    """Absolute paths of the attribute files that can mark git-crypt files in this work tree."""
-    files = [os.path.join(scan_.repo.common_dir, "info", "attributes")]
-    for rel in scan_.tracked if scan_.has_tracked_named(b".gitattributes") else ():
-        if rel == ".gitattributes" or rel.endswith("/.gitattributes"):
-            files.append(os.path.join(scan_.repo.root, rel))
-    for rel, is_dir in scan_.untracked:
-        if not is_dir and (rel == ".gitattributes" or rel.endswith("/.gitattributes")):
-            files.append(os.path.join(scan_.repo.root, rel))
-    return files
+    """Absolute paths of the attribute files git reads besides the work tree's own .gitattributes: the
+    repository's info/attributes, the user's (core.attributesFile, else $XDG_CONFIG_HOME/git/attributes)
+    and the system's ($(prefix)/etc/gitattributes: /etc/gitattributes for a git installed in /usr)."""
+    files = [os.path.join(scan_.repo.common_dir, "info", "attributes"), scan_.attributes_file, _SYSTEM_ATTRIBUTES]
+    prefix = _git_prefix()
+    if prefix != "/usr":
+        files.append(os.path.join(prefix, "etc", "gitattributes"))
+    return [f for f in files if f]
+
+
+_SYSTEM_ATTRIBUTES = "/etc/gitattributes"
 
 
 def filter_attributes(repo: Repo) -> dict[str, str]:
@@ -295,6 +399,14 @@ def filter_attributes(repo: Repo) -> dict[str, str]:
         return {}
     out = _split_z(_git(["check-attr", "-z", "--stdin", "filter"], repo.root, stdin=files))
     return {out[i]: out[i + 2] for i in range(0, len(out) - 2, 3)}
+
+
+def ignored_among(repo: Repo, paths: list[str]) -> list[str]:
+    """Those of paths that git's rules ignore (for files git does not list itself: FIFOs, sockets)."""
+    if not paths:
+        return []
+    stdin = b"".join(os.fsencode(p) + b"\0" for p in paths)
+    return _split_z(_git(["check-ignore", "-z", "--stdin"], repo.root, stdin, ok=(0, 1)))  # 1: none is
 
 
 def ignore_rules(repo: Repo, paths: list[str]) -> dict[str, str]:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from ai_sandbox import project
 from ai_sandbox.config import ProjectConfig, UserConfig
-from ai_sandbox.layers import explicit, gitcrypt, ignored
+from ai_sandbox.layers import explicit, gitcrypt, ignored, unlisted
 from ai_sandbox.patterns import PatternSet
 from ai_sandbox.policy import EXPLICIT, GLOBAL, Entry
 from ai_sandbox.records import Factory, record
@@ -21,6 +21,7 @@ class Tree:
 
     prefix: str  # "" for the root, "sub/dir/" for a nested repository
     scan: project.Scan
+    walk: unlisted.Walk  # what git does not list: FIFOs, sockets, .gitattributes files
 
 
 @record
@@ -31,8 +32,9 @@ class Collected:
 
 def trees(repo: project.Repo, prefix: str = "") -> Iterator[Tree]:
     """The root work tree and, recursively, every submodule and nested clone checked out inside it."""
-    scan = project.scan(repo)
-    yield Tree(prefix, scan)
+    walk = unlisted.Walk(repo.root)
+    scan = project.scan(repo, on_index=walk.start)
+    yield Tree(prefix, scan, walk)
     for rel in scan.gitlinks:
         sub = project.nested_repo(repo.root, rel)
         if sub is not None:
@@ -50,6 +52,13 @@ def trees(repo: project.Repo, prefix: str = "") -> Iterator[Tree]:
                 yield from trees(nested, f"{prefix}{r}/")
 
 
+def _nested(prefix: str, all_trees: list[Tree]) -> list[str]:
+    """The paths of the repositories inside the tree at prefix, relative to it: its walk skips them."""
+    return [
+        t.prefix[len(prefix) :].rstrip("/") for t in all_trees if t.prefix.startswith(prefix) and t.prefix != prefix
+    ]
+
+
 def collect(
     root: str, repo: project.Repo | None, user_cfg: UserConfig, project_cfg: ProjectConfig, *, detail: bool = False
 ) -> Collected:
@@ -60,8 +69,11 @@ def collect(
         return out
     all_trees = out.trees = list(trees(repo))
     for tree in all_trees:
-        out.entries += ignored.entries(root, tree.prefix, tree.scan, detail=detail)
-        out.entries += gitcrypt.entries(root, tree.prefix, tree.scan)
+        p = tree.prefix
+        tree.walk.finish(tree.scan, _nested(p, all_trees))
+        out.entries += ignored.entries(root, p, tree.scan, detail=detail)
+        out.entries += unlisted.entries(root, p, tree.scan, tree.walk, detail=detail)
+        out.entries += gitcrypt.entries(root, p, tree.scan, tree.walk)
     global_patterns = PatternSet(user_cfg.block_patterns)
     project_patterns = PatternSet(project_cfg.block)
     if global_patterns or project_patterns:

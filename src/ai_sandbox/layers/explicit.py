@@ -15,7 +15,8 @@ from ai_sandbox.policy import Entry
 
 
 def candidates(trees: Iterable) -> Iterator[tuple[str, bool]]:
-    """(root-relative path, is_dir) for everything git knows about in every work tree."""
+    """(root-relative path, is_dir) for everything git knows about in every work tree, and the special
+    files found beside it."""
     for tree in trees:
         p, scan = tree.prefix, tree.scan
         for rel in scan.tracked:
@@ -26,6 +27,8 @@ def candidates(trees: Iterable) -> Iterator[tuple[str, bool]]:
             yield p + rel, is_dir
         for rel, is_dir in scan.ignored:
             yield p + rel, is_dir
+        for rel in tree.walk.special:  # FIFOs and sockets: git lists none, ignored or not
+            yield p + rel, False
 
 
 def match(root: str, patterns: PatternSet, layer: str, items: list[tuple[str, bool]]) -> list[Entry]:

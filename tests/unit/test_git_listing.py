@@ -1,0 +1,167 @@
+"""The pure parts of what git does not list: reading git's warnings, finding FIFOs and sockets beside
+git's listing, the git-crypt trigger over every attribute source, and submodule key directories."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+
+import pytest
+
+from ai_sandbox import project
+from ai_sandbox.errors import PolicyError
+from ai_sandbox.layers import gitcrypt, unlisted
+from ai_sandbox.project import Repo, Scan
+
+
+def test_git_warnings_about_directories_name_them_and_anything_else_refuses():
+    err = b"warning: could not open directory 'a b/c/': Permission denied\nwarning: could not open directory 'x/': No such file or directory\n"
+    assert project._unlisted(err, "/r") == [("a b/c", "Permission denied"), ("x", "No such file or directory")]
+    assert project._unlisted(b"", "/r") == []
+    with pytest.raises(PolicyError) as e:
+        project._unlisted(b"warning: unable to access 'd/.gitignore': Permission denied\n", "/r")
+    assert "unexpected message" in str(e.value) and "d/.gitignore" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(PolicyError):  # a name with a newline cannot be read back: refuse, never guess
+        project._unlisted(b"warning: could not open directory 'a\nb/': Permission denied\n", "/r")
+
+
+def test_config_names_the_attributes_file_and_a_git_crypt_filter(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    assert project._read_config(b"", "/r") == (f"{tmp_path}/.config/git/attributes", "")
+    out = b'core.attributesfile\n~/a\0filter.git-crypt.smudge\n"git-crypt" smudge\0filter.lfs.clean\nx\0'
+    assert project._read_config(out, "/r") == (f"{tmp_path}/a", "filter.git-crypt.smudge")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "x"))
+    assert project._read_config(b"core.attributesfile\nrel\0", "/r") == ("/r/rel", "")
+    assert project._read_config(b"", "/r")[0] == f"{tmp_path}/x/git/attributes"
+
+
+def test_config_is_asked_only_when_a_config_file_could_matter(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
+    for k in [k for k in os.environ if k.startswith("GIT_CONFIG")]:
+        monkeypatch.delenv(k)
+    monkeypatch.setattr(project, "_git_prefix", lambda: str(tmp_path / "prefix"))
+    common = tmp_path / "repo.git"
+    common.mkdir()
+    (common / "config").write_text("[core]\n\tbare = false\n")
+    repo = Repo(root=str(tmp_path), common_dir=str(common))
+    if project._config_may_matter(repo):
+        pytest.skip("this machine's /etc/gitconfig mentions attributes or includes")
+    (tmp_path / ".gitconfig").write_text("[Core]\n\tAttributesFile = ~/x\n")
+    assert project._config_may_matter(repo)
+    (tmp_path / ".gitconfig").write_text("[include]\n\tpath = other\n")
+    assert project._config_may_matter(repo)
+    (tmp_path / ".gitconfig").unlink()
+    monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+    assert project._config_may_matter(repo)
+
+
+def _git(cwd, *args):
+    subprocess.run(["git", "-c", "safe.directory=*", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def test_the_walk_finds_special_files_where_git_walked_only(tmp_path):
+    """FIFOs and sockets in tracked and untracked directories; none in ignored directories, .git or a
+    nested repository; .gitattributes files are noted, ignored ones too."""
+    root = tmp_path / "r"
+    root.mkdir()
+    _git(root, "init", "-q")
+    (root / ".gitignore").write_text("ignored/\n.gitattributes\n")
+    (root / "src").mkdir()
+    (root / "src" / "a.py").write_text("")
+    _git(root, "add", ".gitignore", "src/a.py")
+    for d in ("ignored", "untracked/deep", "nested/inner"):
+        (root / d).mkdir(parents=True)
+    _git(root / "nested", "init", "-q")
+    for rel in ("src/p", "untracked/deep/q", "ignored/r", "nested/inner/s", ".git/t"):
+        os.mkfifo(root / rel)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(root / "src" / "s.sock"))
+    (root / ".gitattributes").write_text("")
+    repo = Repo(root=str(root), common_dir=str(root / ".git"))
+    walk = unlisted.Walk(str(root))
+    scan = project.scan(repo, on_index=walk.start)
+    walk.finish(scan, ["nested"])
+    sock.close()
+    assert sorted(walk.special) == ["src/p", "src/s.sock", "untracked/deep/q"]
+    assert walk.attributes == [".gitattributes"]
+    assert project.ignored_among(repo, ["src/p", "src/x.log"]) == []
+    (root / ".gitignore").write_text("ignored/\np\n")
+    assert project.ignored_among(repo, ["src/p", "untracked/deep/q"]) == ["src/p"]
+
+
+def test_the_walk_reports_a_directory_it_cannot_list(tmp_path):
+    walk = unlisted.Walk(str(tmp_path / "missing"))
+    walk.start(b"")
+    walk.finish(Scan(Repo(root=str(tmp_path), common_dir=str(tmp_path))), [])
+    assert walk.failed and walk.failed[0][0] == ""
+
+
+def _crypt_scan(tmp_path, monkeypatch):
+    root = tmp_path / "r"
+    (root / ".git" / "info").mkdir(parents=True)
+    scan = Scan(Repo(root=str(root), common_dir=str(root / ".git")))
+    scan.attributes_file = str(tmp_path / "user-attributes")
+    monkeypatch.setattr(project, "_SYSTEM_ATTRIBUTES", str(tmp_path / "system-attributes"))
+    monkeypatch.setattr(project, "_git_prefix", lambda: "/usr")
+    return root, scan, unlisted.Walk(str(root))
+
+
+@pytest.mark.parametrize("where", ["user", "system", "info", "ignored", "macro"])
+def test_git_crypt_is_looked_for_in_every_attribute_source(tmp_path, monkeypatch, where):
+    root, scan, walk = _crypt_scan(tmp_path, monkeypatch)
+    assert not gitcrypt._mentions_git_crypt(scan, walk)
+    path = {
+        "user": tmp_path / "user-attributes",
+        "system": tmp_path / "system-attributes",
+        "info": root / ".git" / "info" / "attributes",
+        "ignored": root / "sub" / ".gitattributes",
+        "macro": tmp_path / "user-attributes",
+    }[where]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("[attr]secret filter=git-crypt\n" if where == "macro" else "*.key filter=git-crypt\n")
+    if where == "ignored":
+        walk.attributes.append("sub/.gitattributes")  # the walk lists every .gitattributes, ignored or not
+    assert gitcrypt._mentions_git_crypt(scan, walk)
+
+
+def test_git_crypt_doubt_means_asking_git(tmp_path, monkeypatch):
+    """A tracked .gitattributes missing from the work tree (git reads the index's copy), or one that
+    cannot be read, sends the question to git."""
+    root, scan, walk = _crypt_scan(tmp_path, monkeypatch)
+    walk.tracked_attributes = ["lib/.gitattributes"]
+    assert gitcrypt._mentions_git_crypt(scan, walk)
+    walk.tracked_attributes = []
+    (tmp_path / "user-attributes").mkdir()  # reading it fails with EISDIR
+    assert gitcrypt._mentions_git_crypt(scan, walk)
+
+
+def test_submodule_key_directories_are_found_by_name_and_nesting(tmp_path):
+    common = tmp_path / ".git"
+
+    def gitdir(rel: str, key: bool) -> None:
+        d = common / rel
+        (d / "objects" / "ab").mkdir(parents=True)
+        (d / "HEAD").write_text("ref: refs/heads/main\n")
+        if key:
+            (d / "git-crypt" / "keys").mkdir(parents=True)
+
+    gitdir("modules/libs/crypto", True)  # name "libs/crypto"
+    gitdir("modules/plain", False)
+    gitdir("modules/plain/modules/inner", True)  # a submodule of a submodule
+    (common / "modules" / "plain" / "objects" / "ab" / "git-crypt").mkdir()  # never looked at
+    assert gitcrypt.module_keys(str(common)) == sorted(
+        [
+            (str(common / "modules/libs/crypto/git-crypt"), "libs/crypto"),
+            (str(common / "modules/plain/modules/inner/git-crypt"), "inner"),
+        ]
+    )
+    assert gitcrypt.module_keys(str(tmp_path / "none")) == []
+
+
+def test_linked_worktree_keys_are_hidden_too(tmp_path):
+    (tmp_path / "worktrees" / "wt" / "git-crypt").mkdir(parents=True)
+    (tmp_path / "git-crypt").mkdir()
+    assert gitcrypt._own_keys(str(tmp_path)) == [str(tmp_path / "git-crypt"), str(tmp_path / "worktrees/wt/git-crypt")]

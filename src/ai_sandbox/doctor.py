@@ -81,7 +81,7 @@ def _backend_checks(name: str, env: Mapping[str, str], settings) -> list[Check]:
         backend = select(name, settings)
     except SandboxError as e:
         return [Check("backend", "fail", e.message, e.hint)]
-    err = backend.unavailable()
+    err = backend.probe(env)
     if err is not None:
         return [Check(f"backend {backend.name}", "fail", err.message, err.hint)]
     out = [Check(f"backend {backend.name}", "ok", backend.version() or "installed (version unknown)")]

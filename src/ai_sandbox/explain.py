@@ -73,7 +73,7 @@ def document(prepared: Any, paths: list[str] | None, cwd: str, nested: list[Mask
         "warnings": [{"kind": w.kind, "message": w.message, "path": w.path or None} for w in policy.warnings],
         "command": prepared.plan.argv,
         "files": {path: content.decode("utf-8", "surrogateescape") for path, content in prepared.plan.files.items()},
-        "unavailable": str(err) if (err := prepared.backend.unavailable()) else None,
+        "unavailable": str(err) if (err := prepared.backend.probe(prepared.env)) else None,
         "nested": None if nested is None else {"unenforced": [m.path for m in nested]},
     }
     if paths is not None:

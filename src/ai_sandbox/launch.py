@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import sys
 from collections.abc import Mapping
 
@@ -44,6 +45,7 @@ class Prepared:
     command: list[str]  # the agent's argv, executable resolved: what the backend wraps
     trees: list = Factory(list)  # layers.Tree: what git listed
     on_hidden_change: str = "end"
+    env: Mapping[str, str] = Factory(dict)  # the caller's, as the agent gets it
 
 
 def resolve_command(name: str, env: Mapping[str, str]) -> str:
@@ -159,32 +161,63 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
             CWD_HIDDEN, f"the current directory is hidden ({m.reason}); the agent will start in a masked directory", cwd
         )
     plan = backend.plan(policy, command, env)
-    return Prepared(policy, backend, plan, profile, command, collected.trees, user_cfg.on_hidden_change)
+    return Prepared(policy, backend, plan, profile, command, collected.trees, user_cfg.on_hidden_change, env)
 
 
 def make_dirs(dirs: Mapping[str, int]) -> None:
-    """Create what the backend needs to exist; an existing directory is left as the user has it."""
+    """Create what the backend needs to exist; an existing directory is left as the user has it, but a
+    link or anything else standing at the path (planted by a session) is removed first, never followed."""
     for path, mode in dirs.items():
+        if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
+            _clear(path)
         if not os.path.isdir(path):
             os.makedirs(path, mode=mode, exist_ok=True)
             os.chmod(path, mode)
 
 
 def write_files(files: Mapping[str, bytes]) -> None:
-    """Generated files are content-addressed: reuse one that holds exactly these bytes, else (re)write it."""
+    """Generated files are content-addressed: reuse one that holds exactly these bytes, else (re)write it.
+
+    What stands at the path is never trusted: it is opened without following a link or blocking on a
+    FIFO, and anything but a regular file (a directory, FIFO or link a session planted) is removed first."""
     for path, content in files.items():
-        try:
-            with open(path, "rb") as f:
-                if f.read() == content:
-                    continue
-        except OSError:
-            pass
+        if _holds(path, content):
+            continue
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        _clear(path)
         tmp = f"{path}.{os.getpid()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        _clear(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(content)
         os.replace(tmp, path)
+
+
+def _holds(path: str, content: bytes) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    st = os.fstat(fd)
+    if not (stat.S_ISREG(st.st_mode) and st.st_size == len(content)):
+        os.close(fd)
+        return False
+    with os.fdopen(fd, "rb") as f:
+        return f.read() == content
+
+
+def _clear(path: str) -> None:
+    """Remove whatever is at path that is not ours to reuse; a directory with all it holds."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        import shutil  # noqa: PLC0415 — only when something was planted
+
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
 
 
 def run(req: Request) -> int:

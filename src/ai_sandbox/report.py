@@ -6,6 +6,7 @@ Reads the same Policy and LaunchPlan the launch executes; explain draws from the
 from __future__ import annotations
 
 import io
+import os
 import shlex
 import sys
 
@@ -88,7 +89,7 @@ def dry_run(prepared, req, unenforced=None, refusal=None) -> None:  # noqa: ANN0
         con.print(Text(f"warnings ({len(policy.warnings)}):", style="bold yellow"))
         for w in policy.warnings:
             con.print(Text(f"  {printable(w.message)}", style="yellow"))
-    unavailable = prepared.backend.unavailable()
+    unavailable = prepared.backend.probe(prepared.env)
     if unenforced is not None:
         con.print()
         if unenforced:
@@ -112,7 +113,26 @@ def dry_run(prepared, req, unenforced=None, refusal=None) -> None:  # noqa: ANN0
     for path, content in plan.files.items():
         con.print()
         con.print(Text(f"file {quote(path)}:", style="bold"))
-        _print_lines(con, [Text(printable(line)) for line in content.decode("utf-8", "surrogateescape").splitlines()])
+        _print_lines(con, [Text(printable(line)) for line in _file_lines(content)])
+
+
+_CHECK_KINDS = {"M": "masked", "R": "read-only", "C": "starts in"}
+
+
+def _file_lines(content: bytes) -> list[str]:
+    """A generated file as lines; the launch check's NUL-separated records one per line, by kind."""
+    from ai_sandbox import verify  # noqa: PLC0415
+
+    if not content.startswith(verify.HEADER):
+        return content.decode("utf-8", "surrogateescape").splitlines()
+    out = [verify.HEADER.decode().strip()]
+    for rec in content[len(verify.HEADER) :].split(b"\0"):
+        if rec:
+            kind, rest = chr(rec[0]), os.fsdecode(rec[1:])
+            if kind == "C":
+                rest = rest.split(":", 2)[2]
+            out.append(f"{_CHECK_KINDS.get(kind, kind)} {rest}")
+    return out
 
 
 def _print_lines(con: Console, lines: list[Text]) -> None:

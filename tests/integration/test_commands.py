@@ -66,10 +66,15 @@ def test_explain_json_is_what_the_sandbox_enforces(ws_self, firejail):
         (f"{root}/infra/prod.tfvars", "explicit"),
         (f"{root}/creds.txt", "global"),
     }
-    # the profile the launch writes blacklists exactly these paths
-    (profile,) = doc["files"].values()
+    # the profile the launch writes blacklists exactly these paths (and ai-sandbox's parse cache), and the
+    # launch check it writes verifies the same
+    (profile,) = (c for p, c in doc["files"].items() if p.endswith(".profile"))
+    (check,) = (c for p, c in doc["files"].items() if not p.endswith(".profile"))
+    own = str(ws_self.home / ".local" / "state" / "ai-sandbox" / "parsed")
     blacklisted = {line.removeprefix("blacklist ") for line in profile.splitlines() if line.startswith("blacklist ")}
-    assert blacklisted == {p for p, _ in hidden}
+    assert blacklisted == {p for p, _ in hidden} | {own}
+    checked = {r[1:] for r in check.split("\n", 1)[1].split("\0") if r.startswith("M")}
+    assert checked == blacklisted
     inside = ws_self.run("--", "sh", "-c", "cat .env build/out.bin infra/prod.tfvars creds.txt src/app.py; true")
     assert "SOURCE" in inside.out and "SECRET" not in inside.out
     paths = json.loads(ws_self.run("explain", "--json", ".env", "src").out)["paths"]

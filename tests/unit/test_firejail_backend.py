@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from ai_sandbox.backends.firejail import ADDED, Firejail, restore_env
+from ai_sandbox import verify
+from ai_sandbox.backends.firejail import Firejail
 from ai_sandbox.policy import Mask, Policy
 
 fj = Firejail()
@@ -15,7 +18,7 @@ def test_rejected_characters(ch):
     assert fj.unexpressible(f"/p/a{ch}b") is not None
 
 
-@pytest.mark.parametrize("path", ["/p/a..b", "/p/trail ", "/p/" + "x" * 4100])
+@pytest.mark.parametrize("path", ["/p/a..b", "/p/trail ", "/p/" + "x" * 4100, "/p/secret  file.txt", "/p/a  b/c"])
 def test_rejected_shapes(path):
     assert fj.unexpressible(path) is not None
 
@@ -34,11 +37,28 @@ def test_profile_drops_capabilities_and_lists_masks():
     assert text.endswith("blacklist /p/.env\nblacklist /p/d\n")
 
 
-def test_restore_env_puts_back_what_firejail_changes():
-    env = {"TMPDIR": "/t", "LD_PRELOAD": "x.so", "MALLOC_ARENA_MAX": "2", "SHELL": "/bin/zsh", "A-B": "1", "HOME": "/h"}
-    args = restore_env(env)
-    assert "TMPDIR=/t" in args and "LD_PRELOAD=x.so" in args and "MALLOC_ARENA_MAX=2" in args
-    assert "SHELL=/bin/zsh" in args and "A-B=1" in args
-    assert "HOME=/h" not in args
-    unset = {args[i + 1] for i, a in enumerate(args) if a == "-u"}
-    assert unset == set(ADDED) - {"SHELL"}
+def test_profile_masks_and_protects_ais_own_dirs():
+    pol = Policy(root="/p", in_git=True, masks=[Mask("/p/.env", False, "ignored", "r")])
+    text = fj.profile(pol, ["/h/.config/ai-sandbox"], ["/h/.local/state/ai-sandbox/parsed"]).decode()
+    assert "blacklist /h/.local/state/ai-sandbox/parsed\n" in text
+    assert text.endswith("read-only /h/.config/ai-sandbox\n")
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {},
+        {"TMPDIR": "/t", "LD_PRELOAD": "x.so", "A-B": "1", "-x": "y", "E": ""},
+        {"MULTI": "a\nb\\n\\\\c\n", "EQ": "a=b=c", "ODD": "\udcff\x01é", "BS": "\\"},
+        {"BIG": "z" * 250_000, "AFTER": "1"},  # more than one chunk
+    ],
+)
+def test_the_environment_travels_exactly(env):
+    packed = verify.pack_env(env)
+    assert all(len(os.fsencode(v)) <= verify.ENV_CHUNK for v in packed.values())
+    got = verify.unpack_env({os.fsencode(k): os.fsencode(v) for k, v in {"container": "firejail", **packed}.items()})
+    assert got == {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
+
+
+def test_no_carrier_means_no_environment():
+    assert verify.unpack_env({b"HOME": b"/h"}) is None

@@ -26,7 +26,7 @@ class LaunchPlan:
 
 @record
 class Settings:
-    """What a backend may need beyond the policy; firejail needs none of it."""
+    """What a backend may need beyond the policy; firejail needs only the cwd (its launch check)."""
 
     engine: str = "docker"  # the container CLI: docker or podman
     image: str = ""
@@ -38,7 +38,7 @@ class Settings:
 def _firejail(settings: Settings) -> Backend:
     from ai_sandbox.backends.firejail import Firejail  # noqa: PLC0415
 
-    return Firejail()
+    return Firejail(settings)
 
 
 def _docker(settings: Settings) -> Backend:

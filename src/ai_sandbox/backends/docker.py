@@ -62,7 +62,7 @@ class Docker:
         if proc is None:
             return UnavailableError(f"{self.engine} does not answer", f"start it, then check `{self.engine} info`")
         empty = os.path.join(_cache_dir(os.environ), "mask-empty-dir")
-        if os.path.isdir(empty) and os.listdir(empty):
+        if os.path.isdir(empty) and not os.path.islink(empty) and os.listdir(empty):  # a link is replaced
             return UnavailableError(f"{empty} must be empty: every hidden directory shows it", "delete what is in it")
         if proc.returncode != 0:
             return UnavailableError(
@@ -70,6 +70,9 @@ class Docker:
                 f"build it: `{self.engine} build -t {self.image} {_dockerfile_dir()}`, or name one with --image",
             )
         return None
+
+    def probe(self, env: Mapping[str, str]) -> UnavailableError | None:
+        return self.unavailable()  # the engine answering and the image present is what can be known cheaply
 
     def _engine(self, args: list[str]) -> subprocess.CompletedProcess[str] | None:
         try:

@@ -2,8 +2,10 @@
 
 Facts this relies on are measured in lab-notes.md and proved by tests/integration: a profile file
 (firejail refuses more than ~120 arguments, and `--profile` loads no system profile); names firejail
-rejects or reads as globs or comments; root bypassing file modes (hence `caps.drop all`); and the
-variables its setuid start strips or adds, which `env` puts back or removes before the agent starts.
+rejects, reads as globs or comments, or changes (runs of blanks); root bypassing file modes (hence
+`caps.drop all`). The sandbox's command is not the agent but the launch check (verify.py): it proves every
+mask and read-only rule is in force, then execs the agent with the caller's exact environment (firejail's
+setuid start strips and adds variables).
 """
 
 from __future__ import annotations
@@ -14,45 +16,14 @@ import re
 import shutil
 from collections.abc import Mapping
 
-from ai_sandbox.backends import LaunchPlan
-from ai_sandbox.errors import UnavailableError, UsageError
+from ai_sandbox.backends import LaunchPlan, Settings
+from ai_sandbox.errors import PolicyError, UnavailableError
 from ai_sandbox.policy import Policy
 
 # firejail rejects paths with these; `#` starts a comment in a profile line
 _REJECTED = frozenset(',"\\{};&%<>!^#')
 _MAX_PATH = 4000  # firejail refuses longer arguments; keep profile lines well inside its buffers
-_SUSPECT = re.compile(r'[,"\\{};&%<>!^#\[\]\x00-\x1f\x7f]|\.\.|[ \t]$')
-
-# Removed or emptied by the setuid start (glibc's secure mode and firejail's own sanitising).
-STRIPPED = frozenset(
-    [
-        "GCONV_PATH",
-        "GETCONF_DIR",
-        "GLIBC_TUNABLES",
-        "HOSTALIASES",
-        "LOCALDOMAIN",
-        "LOCPATH",
-        "MALLOC_TRACE",
-        "NIS_PATH",
-        "NLSPATH",
-        "RESOLV_HOST_CONF",
-        "RES_OPTIONS",
-        "TMPDIR",
-        "TZDIR",
-    ]
-)
-# Set or overwritten by firejail inside the sandbox; restored to the caller's value, or removed.
-ADDED = (
-    "SHELL",
-    "PWD",
-    "container",
-    "FIREJAIL_QUIET",
-    "PROMPT_COMMAND",
-    "KDE_FORK_SLAVES",
-    "QML_DISABLE_DISK_CACHE",
-    "QT_X11_NO_MITSHM",
-)
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SUSPECT = re.compile(r'[,"\\{};&%<>!^#\[\]\x00-\x1f\x7f]|\.\.|[ \t]$|  ')
 
 
 def install_hint() -> str:
@@ -83,13 +54,55 @@ class Firejail:
     # than linearly (measured: 10,000 masks 0.4 s, 30,000 1.6 s, 60,000 4.7 s, 110,000 fails).
     max_masks = 30_000
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Settings | None = None) -> None:
         self.executable = shutil.which("firejail")
+        self.settings = settings or Settings()
 
     def unavailable(self) -> UnavailableError | None:
         if self.executable is None:
             return UnavailableError("firejail is not installed (not found on PATH)", install_hint())
         return None
+
+    def probe(self, env: Mapping[str, str]) -> UnavailableError | None:
+        """Start a real sandbox that hides a temp file and runs the launch check: firejail can be installed
+        and still not sandbox (inside a container it runs commands without one). Seconds at worst, so
+        for doctor, explain and --dry-run; a launch proves itself with its own check."""
+        import subprocess  # noqa: PLC0415
+        import tempfile  # noqa: PLC0415
+
+        from ai_sandbox import verify  # noqa: PLC0415
+        from ai_sandbox.launch import make_dirs, write_files  # noqa: PLC0415
+        from ai_sandbox.policy import GLOBAL, Mask  # noqa: PLC0415
+
+        err = self.unavailable()
+        if err is not None:
+            return err
+        base = tempfile.mkdtemp(prefix="ai-sandbox-probe-")
+        try:
+            secret = os.path.join(base, "secret")
+            with open(secret, "w"):
+                pass
+            policy = Policy(root=base, in_git=False, masks=[Mask(secret, False, GLOBAL, "probe")])
+            plan = Firejail(Settings(cwd=base)).plan(policy, [shutil.which("true") or "/bin/true"], env)
+            make_dirs(plan.dirs)
+            write_files(plan.files)
+            try:
+                proc = subprocess.run(
+                    plan.argv, env=plan.env, capture_output=True, timeout=60, stdin=subprocess.DEVNULL, cwd=base
+                )
+            except (OSError, subprocess.TimeoutExpired) as e:
+                return UnavailableError(f"firejail does not start here: {e}", "run `ai-sandbox doctor`")
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        if proc.returncode == 0:
+            return None
+        text = proc.stderr.decode("utf-8", "replace")
+        if verify.NOT_SANDBOXED in text:
+            return UnavailableError(
+                "firejail does not sandbox here (existing sandbox / container detected)", verify.NOT_SANDBOXED_HINT
+            )
+        last = (text.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        return UnavailableError(f"firejail does not start here: {last}", "run `ai-sandbox doctor`")
 
     def version(self) -> str | None:
         import subprocess  # noqa: PLC0415
@@ -119,9 +132,11 @@ class Firejail:
             return "contains '[' or ']', which firejail reads as a glob"
         if path[-1] in " \t":
             return "ends with a blank, which a firejail profile drops"
+        if "  " in path:
+            return "contains a run of blanks, which firejail's profile parser collapses into one"
         return None
 
-    def profile(self, policy: Policy, protect: list[str] = ()) -> bytes:  # type: ignore[assignment]
+    def profile(self, policy: Policy, protect: list[str] = (), hide: list[str] = ()) -> bytes:  # type: ignore[assignment]
         lines = [
             b"# generated by ai-sandbox: the masks of one policy; never edited by hand",
             b"quiet",
@@ -134,63 +149,102 @@ class Firejail:
             b"writable-var",
             b"writable-var-log",
         ]
-        for m in policy.masks:
-            lines.append(b"blacklist " + os.fsencode(m.path))
+        for path in [*(m.path for m in policy.masks), *hide]:
+            lines.append(b"blacklist " + os.fsencode(path))
         for path in protect:
             lines.append(b"read-only " + os.fsencode(path))
         return b"\n".join(lines) + b"\n"
 
     def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str]) -> LaunchPlan:
-        protect = protected_dirs(env, self.unexpressible)
-        content = self.profile(policy, protect)
+        from ai_sandbox import verify  # noqa: PLC0415
+
+        create, protect, hide = own_dirs(env, self.unexpressible, policy.root)
+        content = self.profile(policy, protect, hide)
         digest = hashlib.sha256(content).hexdigest()[:24]
-        profile_path = os.path.join(cache_dir(env), f"firejail-{digest}.profile")
-        if "=" in argv[0]:
-            raise UsageError(f"command path {argv[0]!r} contains '='", "move or rename it; env(1) would misread it")
+        base = cache_dir(env)
+        profile_path = os.path.join(base, f"firejail-{digest}.profile")
+        cwd = os.path.realpath(self.settings.cwd or os.getcwd())
+        check = launch_check(policy, protect, hide, cwd)
+        check_path = os.path.join(base, f"check-{hashlib.sha256(check).hexdigest()[:24]}")
+        python, script = verifier()
+        for path in (python, script, check_path):
+            if (m := policy.hidden(path)) is not None:
+                raise PolicyError(
+                    f"{path} is hidden by the policy ({m.reason}), and the launch check needs it inside",
+                    "narrow the rule that hides it",
+                )
         command = [
             self.executable or "firejail",
             "--quiet",
             f"--profile={profile_path}",
             "--",
-            env_program(),
-            *restore_env(env),
+            python,
+            "-I",  # isolated: no PYTHON* variable, no user site, no cwd on sys.path
+            "-S",  # no site: stdlib only, ~2 ms less
+            script,
+            check_path,
             *argv,
         ]
         return LaunchPlan(
-            argv=command, env=dict(env), files={profile_path: content}, dirs=dict.fromkeys(protect, 0o700)
+            argv=command,
+            env={**env, **verify.pack_env(dict(env))},
+            files={profile_path: content, check_path: check},
+            dirs=dict.fromkeys(create, 0o700),
         )
 
 
-def protected_dirs(env: Mapping[str, str], unexpressible) -> list[str]:  # noqa: ANN001
-    """ai-sandbox's own config and state: read-only inside, so a session cannot rewrite the next one's
-    rules or its record of what was hidden (state.py). Created before the launch: firejail needs them."""
+def launch_check(policy: Policy, protect: list[str], hide: list[str], cwd: str) -> bytes:
+    """The spec verify.py checks inside the sandbox: every mask, every read-only rule, the start directory."""
+    from ai_sandbox import verify  # noqa: PLC0415
+
+    recs = [b"M" + os.fsencode(p) for p in [*(m.path for m in policy.masks), *hide]]
+    recs += [b"R" + os.fsencode(p) for p in protect]
+    if policy.hidden(cwd) is None:
+        try:
+            st = os.stat(cwd)
+            recs.append(b"C" + f"{st.st_dev}:{st.st_ino}:".encode() + os.fsencode(cwd))
+        except OSError:
+            pass
+    return verify.HEADER + b"\0".join(recs) + b"\0"
+
+
+def verifier() -> tuple[str, str]:
+    """The interpreter and the script of the launch check. The base interpreter, not the venv's link to
+    it: with -I -S only the standard library is used, and a project's ignored .venv may be hidden."""
+    import sys  # noqa: PLC0415
+
+    python = os.path.realpath(sys.executable)
+    return python, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "verify.py")
+
+
+def own_dirs(env: Mapping[str, str], unexpressible, root: str = "") -> tuple[list[str], list[str], list[str]]:  # noqa: ANN001
+    """ai-sandbox's own files, as the sandbox must show them. Read-only: the config, the state and the cache
+    (a session must not rewrite the next one's rules, its record of what was hidden, or the generated
+    profile and launch check), and ai-sandbox's code and the launch check's interpreter (or the next
+    launch would run what a session wrote) — unless they live in the project itself (a checkout of
+    ai-sandbox being worked on). Hidden: the parsed-config cache (parses of config files, which may be
+    hidden ones). A path firejail cannot name refuses the launch: skipping it would fail open.
+    Returns (directories to create first, all read-only paths, hidden paths)."""
     from ai_sandbox.config import config_home  # noqa: PLC0415
     from ai_sandbox.state import state_dir  # noqa: PLC0415
 
-    out = []
-    for d in (config_home(env), state_dir(env)):
+    python, script = verifier()
+    code = [os.path.dirname(script), python]
+    inside = root.rstrip("/") + "/"
+    protect = []
+    for d in (config_home(env), state_dir(env), cache_dir(env), *code):
         d = os.path.realpath(d)
-        if unexpressible(d) is None:
-            out.append(d)
-    return out
-
-
-def env_program() -> str:
-    for candidate in ("/usr/bin/env", "/bin/env"):
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return shutil.which("env") or "/usr/bin/env"
-
-
-def restore_env(env: Mapping[str, str]) -> list[str]:
-    """Arguments for env(1) that turn the sandbox's environment back into exactly the caller's."""
-    args = [arg for name in ADDED if name not in env for arg in ("-u", name)]
-    for name, value in env.items():
-        if (
-            name in STRIPPED or name in ADDED or name.startswith(("LD_", "MALLOC_")) or not _IDENT.match(name)
-        ) and not name.startswith("-"):  # env(1) would read "-x=1" as an option
-            args.append(f"{name}={value}")
-    return args
+        if d in code and root and d.startswith(inside):
+            continue
+        why = unexpressible(d)
+        if why is not None:
+            raise UnavailableError(
+                f"cannot make {d} read-only inside the sandbox: its path {why}",
+                "point XDG_CONFIG_HOME / XDG_STATE_HOME / XDG_CACHE_HOME (or HOME), or ai-sandbox's install, "
+                "at a simpler path",
+            )
+        protect.append(d)
+    return protect[:3], protect, [os.path.join(protect[1], "parsed")]
 
 
 def cache_dir(env: Mapping[str, str]) -> str:

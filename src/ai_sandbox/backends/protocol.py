@@ -19,6 +19,10 @@ class Backend(Protocol):
     def unavailable(self) -> UnavailableError | None:
         """Why this backend cannot run here, with the fix; None when it can."""
 
+    def probe(self, env: Mapping[str, str]) -> UnavailableError | None:
+        """unavailable(), and then a real start that proves this backend sandboxes here (for doctor,
+        explain and --dry-run: it costs a sandbox start); None when it does."""
+
     def version(self) -> str | None:
         """The backend's own version line, for doctor; None when it does not answer."""
 

@@ -1,0 +1,175 @@
+"""The launch check inside the sandbox: prove that every rule of the policy is in force, then exec the agent.
+
+firejail can silently do less than its profile asks: inside a container it detects "an existing sandbox"
+and runs the command with no sandbox at all (its warning is hidden by --quiet), and its profile parser
+changes some lines (runs of blanks) so that a mask or a read-only rule never happens. So the launch does
+not assume: this program runs as the sandbox's command, looks at what the kernel actually gives it, and
+only then becomes the agent, with the caller's exact environment. Anything missing: the agent never
+starts, one line names the first unenforced path and why, exit 69.
+
+It runs as `python -I -S verify.py SPEC ARGV…` (isolated, no site: ~9 ms), so it imports nothing beyond
+`os` and `sys`, and it is importable too (nested.py asks the same question of a running sandbox).
+
+SPEC is a file ai-sandbox wrote (in its cache directory, read-only inside every sandbox): a header line,
+then NUL-separated records, each a one-letter kind and a path:
+  M<path>               a mask: a file or directory that must show firejail's empty mask here
+  R<path>               must be on a read-only mount
+  C<dev>:<ino>:<path>   the directory the agent starts in: the same directory as outside
+The caller's environment travels in AI_SANDBOX_ENV_0, _1, … (see `pack_env`), never on disk, and
+none of it on the command line (firejail limits arguments to 4,128 bytes and 128 of them).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+HEADER = b"ai-sandbox-verify 1\n"
+ENV_PREFIX = "AI_SANDBOX_ENV_"
+ENV_CHUNK = 100_000  # the kernel refuses a single variable over 128 KiB
+EXIT_UNENFORCED = 69
+MARK = "/run/firejail/mnt"  # firejail's own tmpfs: mounted in every sandbox it really builds
+MASK_FILE = "/run/firejail/firejail.ro.file"  # what a file mask is a bind of
+MASK_DIR = "/run/firejail/firejail.ro.dir"
+_CAPS = (b"CapInh:", b"CapPrm:", b"CapEff:", b"CapBnd:", b"CapAmb:")
+
+NOT_SANDBOXED = (
+    "firejail did not sandbox the command: inside a container or another sandbox it detects "
+    '"an existing sandbox" and runs commands without one'
+)
+NOT_SANDBOXED_HINT = "run ai-sandbox on the host, outside the container (or use --backend docker there)"
+
+
+def pack_env(env: dict[str, str]) -> dict[str, str]:
+    """The variables that carry env through firejail, which strips or adds some (TMPDIR, LD_*,
+    container=…): `\\` and newline are escaped, entries joined by newlines, split into chunks."""
+    blob = b"\n".join(
+        (os.fsencode(k) + b"=" + os.fsencode(v)).replace(b"\\", b"\\\\").replace(b"\n", b"\\n") for k, v in env.items()
+    )
+    chunks = [blob[i : i + ENV_CHUNK] for i in range(0, len(blob), ENV_CHUNK)] or [b""]
+    return {f"{ENV_PREFIX}{i}": os.fsdecode(c) for i, c in enumerate(chunks)}
+
+
+def unpack_env(environ: dict[bytes, bytes]) -> dict[bytes, bytes] | None:
+    """The caller's environment, exactly; None when it did not arrive."""
+    chunks = []
+    while (c := environ.get(os.fsencode(f"{ENV_PREFIX}{len(chunks)}"))) is not None:
+        chunks.append(c)
+    if not chunks:
+        return None
+    out = {}
+    for entry in b"".join(chunks).split(b"\n"):
+        if entry:
+            raw = b"\\".join(part.replace(b"\\n", b"\n") for part in entry.split(b"\\\\"))
+            name, _, val = raw.partition(b"=")
+            out[name] = val
+    return out
+
+
+def read_spec(path: str) -> list[tuple[str, str]]:
+    """(kind, rest) records; the file is opened without following a link, and must be a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if (st.st_mode & 0o170000) != 0o100000:
+            raise OSError(f"{path} is not a regular file")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if not data.startswith(HEADER):
+        raise OSError(f"{path} is not a launch check written by this version of ai-sandbox")
+    return [(chr(r[0]), os.fsdecode(r[1:])) for r in data[len(HEADER) :].split(b"\0") if r]
+
+
+def _ident(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def unenforced_masks(paths: list[str]) -> tuple[str, str] | None:
+    """(path, reason) of the first path that exists here and is not one of firejail's mask mounts."""
+    masks = {i for i in (_ident(MASK_FILE), _ident(MASK_DIR)) if i is not None}
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue  # nothing there to read (gone since the launch computed it, or private here)
+        except OSError as e:
+            return path, f"cannot be checked ({e.strerror})"
+        if (st.st_dev, st.st_ino) not in masks:
+            return path, "is not masked"
+    return None
+
+
+def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """(message, hint) for the first rule not in force, None when all are."""
+    if not os.path.ismount(MARK):
+        return NOT_SANDBOXED, NOT_SANDBOXED_HINT
+    try:
+        with open("/proc/self/status", "rb") as f:
+            status = f.read().splitlines()
+    except OSError as e:
+        return f"cannot read /proc/self/status ({e.strerror})", "the sandbox needs /proc"
+    for line in status:
+        if line.startswith(_CAPS) and int(line.split()[1], 16) != 0:
+            return f"capabilities are not dropped ({line.decode()})", "report this: root could lift the masks"
+        if line.startswith(b"NoNewPrivs:") and line.split()[1] != b"1":
+            return "no_new_privs is not set", "report this: a setuid program could lift the masks"
+    bad = unenforced_masks([rest for kind, rest in records if kind == "M"])
+    if bad is not None:
+        return (
+            f"{bad[0]} {bad[1]}, although the policy hides it",
+            "firejail did not apply its mask; rename the path (or hide its directory) and report this",
+        )
+    for kind, rest in records:
+        if kind == "R":
+            try:
+                readonly = os.statvfs(rest).f_flag & os.ST_RDONLY
+            except OSError as e:
+                return f"{rest} cannot be checked ({e.strerror})", "it must exist and be read-only inside"
+            if not readonly:
+                return (
+                    f"{rest} is writable, although the policy makes it read-only",
+                    "firejail did not apply its read-only rule; move the directory (a path without runs of blanks)",
+                )
+        elif kind == "C":
+            dev, ino, path = rest.split(":", 2)
+            if _ident(".") != (int(dev), int(ino)):
+                return (
+                    f"the project directory {path} is not visible inside the sandbox",
+                    "firejail keeps /var/tmp (and /dev) private: move the project elsewhere",
+                )
+    return None
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print("ai-sandbox: error: the launch check needs a spec and a command", file=sys.stderr)
+        return EXIT_UNENFORCED
+    try:
+        found = problems(read_spec(argv[0]))
+    except OSError as e:
+        found = (f"cannot read the launch check {argv[0]}: {e.strerror or e}", "run the launch again")
+    if found is not None:
+        print(f"ai-sandbox: error: the sandbox does not enforce the policy: {found[0]} — {found[1]}", file=sys.stderr)
+        return EXIT_UNENFORCED
+    env = unpack_env(dict(os.environb))
+    if env is None:
+        print("ai-sandbox: error: the caller's environment did not reach the sandbox", file=sys.stderr)
+        return EXIT_UNENFORCED
+    try:
+        os.execve(argv[1], argv[1:], env)
+    except OSError as e:
+        print(f"ai-sandbox: error: cannot start {argv[1]}: {e.strerror}", file=sys.stderr)
+        return 127 if isinstance(e, FileNotFoundError) else 126
+    return 127  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

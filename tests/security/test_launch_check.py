@@ -1,0 +1,229 @@
+"""The launch check (verify.py): every launch proves, from inside the sandbox, that each mask and each
+read-only rule is in force before the agent starts — and refuses in one line, exit 69, when one is not.
+
+Two kinds of test, all with the real firejail, as root and as the unprivileged user:
+- the causes found by the outside review, through the real `ai-sandbox`: firejail running the command
+  unsandboxed inside a PID namespace (a container), and names or directories with runs of blanks, which
+  firejail's profile parser collapses so that their line silently does nothing;
+- the check as the second line of defence: a plan whose profile was made to omit or mangle a rule (as a
+  firejail version or a case nobody thought of could), run as the launch runs it; the check must stop it.
+Each secret is a fresh random string; finding it in the output means it was read.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets as _random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ai_sandbox.backends import Settings
+from ai_sandbox.backends.firejail import Firejail
+from ai_sandbox.launch import make_dirs, write_files
+from ai_sandbox.policy import IGNORED, Mask, Policy
+from tests.conftest import AIS, Result, Workspace, _chown, require
+
+pytestmark = pytest.mark.sandbox
+
+
+def _token(prefix: str) -> str:
+    return f"{prefix}-{_random.token_hex(8)}"
+
+
+def _as(ws: Workspace, argv: list[str]) -> list[str]:
+    if ws.user:
+        return ["setpriv", f"--reuid={ws.user.uid}", f"--regid={ws.user.gid}", "--clear-groups", "--", *argv]
+    return argv
+
+
+def _run(
+    ws: Workspace, argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, wrap: bool = True
+) -> Result:
+    if ws.user:
+        _chown(ws.base, ws.user)
+    proc = subprocess.run(
+        _as(ws, argv) if wrap else argv,
+        cwd=cwd or ws.repo,
+        env=env or ws.env(),
+        capture_output=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    dec = lambda b: b.decode("utf-8", "surrogateescape")  # noqa: E731
+    res = Result(proc.returncode, dec(proc.stdout), dec(proc.stderr))
+    print(f"--- rc={res.rc}\n--- stdout\n{res.out}\n--- stderr\n{res.err}")
+    return res
+
+
+def _refused(res: Result, *secrets: str) -> None:
+    assert res.rc == 69, (res.rc, res.err)
+    assert "Traceback" not in res.err
+    assert len(res.err.strip().splitlines()) == 1, res.err
+    assert res.err.startswith("ai-sandbox: error:"), res.err
+    for s in secrets:
+        assert s not in res.out + res.err
+    assert "AGENT-RAN" not in res.out
+
+
+def _plant(ws: Workspace) -> str:
+    secret = _token("ENVSECRET")
+    ws.write(".gitignore", ".env\n")
+    ws.git("add", ".gitignore")
+    ws.git("commit", "-qm", "ignore")
+    ws.write(".env", secret + "\n")
+    return secret
+
+
+# --- firejail that does not sandbox -----------------------------------------------------------------------
+
+
+def test_firejail_running_unsandboxed_in_a_pid_namespace_is_stopped(ws, firejail):
+    """In a container firejail detects "an existing sandbox" and runs the command with every secret
+    readable (old code: the .env content was printed, exit 0). unshare needs root; the user case drops
+    to the user inside the new namespace, as a container's user would be."""
+    if not ws.user and os.geteuid() != 0:
+        pytest.skip("unshare --pid needs root; as a user this case is covered by the root run")
+    require("unshare")
+    secret = _plant(ws)
+    agent = [AIS, "--", "sh", "-c", "echo AGENT-RAN; cat .env"]
+    if ws.user:
+        _chown(ws.base, ws.user)
+    res = _run(ws, ["unshare", "--pid", "--fork", "--mount-proc", *_as(ws, agent)], wrap=False)
+    _refused(res, secret)
+    assert "existing sandbox" in res.err
+
+
+def test_doctor_explain_and_dry_run_say_firejail_does_not_sandbox_here(ws_self, firejail):
+    if os.geteuid() != 0:
+        pytest.skip("unshare --pid needs root")
+    require("unshare")
+    _plant(ws_self)
+    pid_ns = ["unshare", "--pid", "--fork", "--mount-proc"]
+    doctor = _run(ws_self, [*pid_ns, AIS, "doctor"])
+    assert doctor.rc == 69
+    assert "firejail does not sandbox here (existing sandbox / container detected)" in doctor.out
+    assert "outside the container" in doctor.out
+    explain = _run(ws_self, [*pid_ns, AIS, "explain", "--json"])
+    import json
+
+    assert "existing sandbox" in json.loads(explain.out)["unavailable"]
+    dry = _run(ws_self, [*pid_ns, AIS, "--dry-run", "--", "true"])
+    assert "a launch would refuse: firejail does not sandbox here" in dry.out.replace("\n", " ")
+
+
+# --- runs of blanks, which firejail's profile parser collapses --------------------------------------------
+
+
+def test_a_name_with_a_run_of_blanks_is_hidden(ws, firejail):
+    """Old code wrote `blacklist …/secret  file.txt`; firejail read `secret file.txt` and masked nothing."""
+    a, b = _token("FILESECRET"), _token("DIRSECRET")
+    ws.write(".gitignore", "*  file.txt\nsecret  dir/\n")
+    ws.git("add", ".gitignore")
+    ws.git("commit", "-qm", "ignore")
+    ws.write("conf/secret  file.txt", a + "\n")
+    ws.write("conf/app.txt", "APP-VISIBLE\n")
+    ws.write("conf/secret  dir/key", b + "\n")
+    res = _run(ws, [AIS, "--", "sh", "-c", 'cat "conf/secret  file.txt" "conf/secret  dir/key"; ls -a conf; true'])
+    assert res.rc == 0, res.err
+    assert a not in res.out + res.err and b not in res.out + res.err
+
+
+def test_a_run_of_blanks_in_the_project_root_refuses(ws, firejail):
+    """Every mask line of a project in `my  project/` named a path firejail never saw (old code: the
+    secret was printed). Nothing in the project can be hidden exactly, and the root must stay visible."""
+    secret = _token("ROOTSECRET")
+    root = ws.base / "my  project"
+    root.mkdir()
+    ws.git("init", "-q", cwd=root)
+    (root / ".gitignore").write_text(".env\n")
+    (root / ".env").write_text(secret + "\n")
+    res = _run(ws, [AIS, "--", "sh", "-c", "echo AGENT-RAN; cat .env"], cwd=root)
+    assert res.rc == 65, res.err
+    assert secret not in res.out + res.err and "AGENT-RAN" not in res.out
+    assert "run of blanks" in res.err
+
+
+@pytest.mark.parametrize("var", ["XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME"])
+def test_a_run_of_blanks_in_ai_sandboxs_own_directories_refuses(ws, firejail, var):
+    """The config, the hidden-paths record and the generated profile are read-only inside; with two
+    blanks in their path the read-only line did nothing (old code: the session could rewrite the next
+    one's rules, or the launch went on silently)."""
+    _plant(ws)
+    odd = ws.home / "odd  dir"
+    odd.mkdir()
+    env = ws.env({var: str(odd)})
+    res = _run(ws, [AIS, "--", "sh", "-c", "echo AGENT-RAN"], env=env)
+    _refused(res)
+    assert "odd  dir" in res.err
+
+
+# --- the check as the second line of defence ---------------------------------------------------------------
+
+
+def _plan(ws: Workspace, policy: Policy, script: str, profile_filter=None, cwd: Path | None = None):  # noqa: ANN001
+    """The exact command a launch would exec for policy, with the profile passed through profile_filter."""
+    env = ws.env()
+    fj = Firejail(Settings(cwd=str(cwd or ws.repo)))
+    plan = fj.plan(policy, ["/bin/sh", "-c", script], env)
+    if profile_filter is not None:
+        plan.files = {p: profile_filter(c) if p.endswith(".profile") else c for p, c in plan.files.items()}
+    make_dirs(plan.dirs)
+    write_files(plan.files)
+    return plan
+
+
+def _policy(ws: Workspace, *masks: tuple[str, bool]) -> Policy:
+    return Policy(
+        root=str(ws.repo),
+        in_git=True,
+        masks=[Mask(str(ws.repo / rel), is_dir, IGNORED, "test") for rel, is_dir in masks],
+    )
+
+
+def test_the_check_passes_a_faithful_profile_and_the_environment_arrives_exactly(ws, firejail):
+    secret = _plant(ws)
+    plan = _plan(ws, _policy(ws, (".env", False)), 'echo AGENT-RAN; cat .env; printf "%s|" "$TMPDIR" "$ODD"; env')
+    plan.env.update(TMPDIR="/tmp/x y", ODD="a\nb\\c")  # firejail strips TMPDIR; the check puts it back
+    from ai_sandbox import verify
+
+    plan.env.update(verify.pack_env({k: v for k, v in plan.env.items() if not k.startswith(verify.ENV_PREFIX)}))
+    res = _run(ws, plan.argv, env=plan.env)
+    assert res.rc == 0, res.err
+    assert "AGENT-RAN" in res.out and secret not in res.out
+    assert "/tmp/x y|a\nb\\c|" in res.out
+    assert "container=" not in res.out and verify.ENV_PREFIX not in res.out
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        pytest.param(lambda c: c.replace(b"blacklist ", b"# blacklist "), id="missing-mask"),
+        pytest.param(lambda c: c.replace(b"/.env\n", b"/.e  nv\n"), id="mangled-mask-line"),  # as blanks collapsed
+        pytest.param(lambda c: c.replace(b"read-only ", b"# read-only "), id="missing-read-only"),
+        pytest.param(lambda c: c.replace(b"caps.drop all", b"# caps"), id="capabilities-kept"),
+    ],
+)
+def test_the_check_stops_a_profile_that_does_less_than_the_policy(ws, firejail, mangle):
+    secret = _plant(ws)
+    plan = _plan(ws, _policy(ws, (".env", False)), "echo AGENT-RAN; cat .env", profile_filter=mangle)
+    res = _run(ws, plan.argv, env=plan.env)
+    _refused(res, secret)
+
+
+def test_the_check_stops_a_project_the_sandbox_does_not_show(ws, firejail):
+    """firejail's /var/tmp is private: the agent would start in $HOME instead of the project."""
+    base = Path("/var/tmp") / f"ais-check-{_random.token_hex(4)}"
+    base.mkdir()
+    try:
+        (base / "app.txt").write_text("APP\n")
+        if ws.user:
+            _chown(base, ws.user)
+        policy = Policy(root=str(base), in_git=False)
+        plan = _plan(ws, policy, "echo AGENT-RAN; pwd", cwd=base)
+        res = _run(ws, plan.argv, env=plan.env, cwd=base)
+        _refused(res)
+        assert "not visible inside the sandbox" in res.err
+    finally:
+        subprocess.run(["rm", "-rf", str(base)], check=False)

@@ -1,0 +1,134 @@
+"""What a session can reach of ai-sandbox's own files, with the real firejail, as root and as a user.
+
+The generated profile and launch check (the cache directory) are read-only inside, so one session cannot
+swap the next one's; what an earlier session (or anything else) left at a generated file's path — a
+directory, a FIFO, a link — is removed, never read or followed; and the parsed-config cache is hidden
+inside, so a hidden config file's content cannot be read back from it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets as _random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Result, Workspace
+
+pytestmark = pytest.mark.sandbox
+
+
+def _token(prefix: str) -> str:
+    return f"{prefix}-{_random.token_hex(8)}"
+
+
+def _plant(ws: Workspace) -> str:
+    secret = _token("ENVSECRET")
+    ws.write(".gitignore", ".env\n")
+    ws.git("add", ".gitignore")
+    ws.git("commit", "-qm", "ignore")
+    ws.write(".env", secret + "\n")
+    return secret
+
+
+def _generated(ws: Workspace) -> dict[str, str]:
+    """The generated files of this project's launch, after a launch wrote them."""
+    assert ws.run("--", "true").rc == 0
+    res = ws.run("explain", "--json")
+    assert res.rc == 0, res.err
+    return json.loads(res.out)["files"]
+
+
+def _show(res: Result) -> Result:
+    print(f"--- rc={res.rc}\n--- stdout\n{res.out}\n--- stderr\n{res.err}")
+    return res
+
+
+def test_a_session_cannot_change_the_next_launchs_generated_files(ws, firejail):
+    """Old code: the cache directory was writable inside; a session could plant the next profile."""
+    secret = _plant(ws)
+    files = _generated(ws)
+    cache = Path(next(iter(files))).parent
+    before = {p: Path(p).read_bytes() for p in files}
+    script = (
+        'for f in "$CACHE"/*; do printf "x" >> "$f" && echo "APPENDED $f"; done;'
+        ' mkdir "$CACHE/planted" && echo PLANTED-DIR; echo > "$CACHE/new" && echo PLANTED-FILE;'
+        ' rm -f "$CACHE"/* && echo REMOVED; true'
+    )
+    res = _show(ws.run("--", "sh", "-c", script, env={"CACHE": str(cache)}))
+    assert res.rc == 0, res.err
+    assert "APPENDED" not in res.out and "PLANTED" not in res.out and "REMOVED" not in res.out
+    assert {p: Path(p).read_bytes() for p in files} == before
+    again = _show(ws.run("--", "cat", ".env"))
+    assert secret not in again.out + again.err
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "symlink"])
+def test_what_stands_at_a_generated_files_path_is_replaced_not_used(ws, firejail, kind):
+    """Old code: a directory there made the launch exit 70, a FIFO made it hang, a link was followed."""
+    secret = _plant(ws)
+    files = _generated(ws)
+    decoy = ws.base / "decoy.profile"
+    decoy.write_text("quiet\n")  # a profile that hides nothing
+    for path in files:
+        p = Path(path)
+        p.unlink()
+        if kind == "directory":
+            p.mkdir()
+            (p / "inside").write_text("x")
+        elif kind == "fifo":
+            os.mkfifo(p)
+        else:
+            p.symlink_to(decoy)
+    res = _show(ws.run("--", "sh", "-c", "echo AGENT-RAN; cat .env; true", timeout=30))
+    assert res.rc == 0, res.err
+    assert "AGENT-RAN" in res.out and secret not in res.out + res.err
+    for path, content in files.items():
+        p = Path(path)
+        assert not p.is_symlink() and p.is_file(), path
+        assert p.read_text("utf-8", "surrogateescape") == content
+    assert decoy.read_text() == "quiet\n"
+
+
+def test_a_hidden_project_config_cannot_be_read_back_from_the_parse_cache(ws, firejail):
+    """Old code: the parse cache under ~/.local/state/ai-sandbox/parsed/ held the raw bytes of every
+    config file, readable inside, including a git-ignored `.ai-sandbox.toml`."""
+    secret = _token("CONFSECRET")
+    ws.write(".gitignore", ".env\n.ai-sandbox.toml\n")
+    ws.git("add", ".gitignore")
+    ws.git("commit", "-qm", "ignore")
+    ws.write(".ai-sandbox.toml", f'# staging password: {secret}\nblock = ["notes.txt"]\n')
+    first = _show(ws.run("--", "true"))
+    assert first.rc == 0, first.err
+    state = ws.home / ".local" / "state"
+    res = _show(ws.run("--", "sh", "-c", 'grep -r . "$S" 2>&1; cat .ai-sandbox.toml; true', env={"S": str(state)}))
+    assert secret not in res.out + res.err
+    host = subprocess.run(["grep", "-rl", secret, str(state)], capture_output=True, text=True)
+    assert host.stdout == "", f"the secret was stored in {host.stdout}"
+
+
+def test_a_session_cannot_change_ai_sandboxs_code_or_the_launch_checks_interpreter(ws, firejail):
+    """The next launch runs this code (and the check inside runs this interpreter): a session that could
+    write them could switch the check off. Old code: root inside could (it owns them; no capability is
+    needed for that). Opening for append writes nothing, so a failure of this test changes no byte."""
+    import sys
+
+    import ai_sandbox
+
+    pkg = os.path.dirname(ai_sandbox.__file__)
+    python = os.path.realpath(sys.executable)  # the launch check's interpreter
+    planted = os.path.join(pkg, "planted-by-session")
+    try:
+        script = (
+            'true >> "$PKG/__init__.py" && echo WROTE-CODE; touch "$PLANTED" && echo PLANTED;'
+            ' true >> "$PYBIN" && echo WROTE-PYTHON; true'
+        )
+        res = _show(ws.run("--", "sh", "-c", script, env={"PKG": pkg, "PLANTED": planted, "PYBIN": python}))
+        assert res.rc == 0, res.err
+        assert "WROTE-CODE" not in res.out and "PLANTED" not in res.out and "WROTE-PYTHON" not in res.out
+    finally:
+        if os.path.lexists(planted):
+            os.unlink(planted)

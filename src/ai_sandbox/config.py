@@ -168,7 +168,7 @@ def _parsed(digest: str) -> dict | None:
 
     try:
         with open(os.path.join(_parse_dir(), digest), "rb") as f:
-            data = marshal.load(f)
+            data = marshal.loads(f.read())
     except (OSError, EOFError, ValueError, TypeError):
         return None
     return data if isinstance(data, dict) else None

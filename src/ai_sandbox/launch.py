@@ -139,7 +139,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
         root = repo.root
         project_cfg = config.load_project(root)
         config.check_project_allow(project_cfg, user_cfg, root)
-    collected = layers.collect(root, repo, user_cfg, project_cfg, detail=detail)
+    collected = layers.collect(root, repo, user_cfg, project_cfg, detail=detail, memo=_memo_path(env, root))
     policy = build(
         root,
         collected.entries,
@@ -162,6 +162,16 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
         )
     plan = backend.plan(policy, command, env)
     return Prepared(policy, backend, plan, profile, command, collected.trees, user_cfg.on_hidden_change, env)
+
+
+def _memo_path(env: Mapping[str, str], root: str) -> str:
+    """Where the directory listings of this project are remembered: ai-sandbox's cache directory, which is
+    read-only inside the sandbox (a session must not be able to hide a FIFO from the next launch)."""
+    import hashlib  # noqa: PLC0415
+
+    from ai_sandbox.backends.firejail import cache_dir  # noqa: PLC0415
+
+    return os.path.join(cache_dir(env), "listings", hashlib.sha256(os.fsencode(root)).hexdigest()[:24])
 
 
 def make_dirs(dirs: Mapping[str, int]) -> None:

@@ -9,7 +9,6 @@ import os
 import selectors
 import shutil
 import subprocess
-from collections.abc import Callable
 
 from ai_sandbox.errors import PolicyError, UnavailableError
 from ai_sandbox.records import value
@@ -212,7 +211,7 @@ def _collapse(paths: list[str]) -> list[tuple[str, bool]]:
     return out
 
 
-def scan(repo: Repo, on_index: Callable[[bytes], None] | None = None) -> Scan:
+def scan(repo: Repo) -> Scan:
     """Ignored entries (directories collapsed), untracked ones, and the index: three `git ls-files` run
     side by side. ls-files never reads file contents, so no filter a repository configures can run (git
     status would run clean filters on changed tracked files), and it does not walk into a directory an
@@ -220,8 +219,7 @@ def scan(repo: Repo, on_index: Callable[[bytes], None] | None = None) -> Scan:
 
     A fourth call reads the config git-crypt depends on. What git printed on stderr is read too: a
     directory it could not open is named in `unlisted` (nothing in it was listed, ignored or not), and any
-    other message refuses — an unreadable .gitignore means the listing is not what the user wrote.
-    `on_index` receives the index as soon as it is read, while the slower walks still run."""
+    other message refuses — an unreadable .gitignore means the listing is not what the user wrote."""
     calls = {
         "ignored": ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
         "untracked": ["ls-files", "-z", "--others", "--exclude-standard", "--directory"],
@@ -238,7 +236,7 @@ def scan(repo: Repo, on_index: Callable[[bytes], None] | None = None) -> Scan:
             )
     except FileNotFoundError:
         raise UnavailableError("git is not installed", "install git (e.g. `sudo apt-get install git`)") from None
-    outputs, errors = _drain(procs, {"index": on_index} if on_index else {})
+    outputs, errors = _drain(procs)
     for name, proc in procs.items():
         if proc.returncode not in ((0, 1) if name == "config" else (0,)):  # config: 1 when no key is set
             raise _git_error(calls[name], repo.root, errors[name])
@@ -330,12 +328,9 @@ def _read_config(out: bytes, root: str) -> tuple[str, str]:
     return attributes, crypt
 
 
-def _drain(
-    procs: dict[str, subprocess.Popen[bytes]], early: dict[str, Callable[[bytes], None]]
-) -> tuple[dict[str, bytes], dict[str, bytes]]:
+def _drain(procs: dict[str, subprocess.Popen[bytes]]) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """Read every pipe as it fills: git blocks on a full pipe, and a monorepo's index is megabytes
-    (read one call after the other, the index would only finish after the slowest walk). A call named
-    in `early` has its output handed over as soon as it ends, before the others do."""
+    (read one call after the other, the index would only finish after the slowest walk)."""
     sel = selectors.DefaultSelector()
     chunks: dict[tuple[str, int], list[bytes]] = {}
     for name, proc in procs.items():
@@ -350,10 +345,6 @@ def _drain(
             else:
                 sel.unregister(key.fileobj)
                 key.fileobj.close()
-                name, which = key.data
-                if which == 0 and name in early:
-                    chunks[key.data] = [b"".join(chunks[key.data])]
-                    early[name](chunks[key.data][0])
     sel.close()
     for proc in procs.values():
         proc.wait()

@@ -82,7 +82,7 @@ def test_the_walk_finds_special_files_where_git_walked_only(tmp_path):
     (root / ".gitattributes").write_text("")
     repo = Repo(root=str(root), common_dir=str(root / ".git"))
     walk = unlisted.Walk(str(root))
-    scan = project.scan(repo, on_index=walk.start)
+    scan = project.scan(repo)
     walk.finish(scan, ["nested"])
     sock.close()
     assert sorted(walk.special) == ["src/p", "src/s.sock", "untracked/deep/q"]
@@ -92,9 +92,67 @@ def test_the_walk_finds_special_files_where_git_walked_only(tmp_path):
     assert project.ignored_among(repo, ["src/p", "untracked/deep/q"]) == ["src/p"]
 
 
+def _memo_walk(root, memo_file, monkeypatch, listed):
+    """One launch's walk with a memo file; `listed` collects the directories listed anew."""
+    real = unlisted._listing
+    monkeypatch.setattr(unlisted, "_listing", lambda path, st: listed.append(path) or real(path, st))
+    memo = unlisted.Memo(str(memo_file))
+    walk = unlisted.Walk(str(root), memo)
+    walk.finish(Scan(Repo(root=str(root), common_dir=str(root / ".git"))), [])
+    memo.save([str(root)])
+    return sorted(walk.special)
+
+
+def test_remembered_listings_are_reused_only_while_the_directory_is_unchanged(tmp_path, monkeypatch):
+    """A warm launch lists nothing; a FIFO created later changes its directory's ctime and is found; a
+    directory changed within the racy second is listed again at the next launch."""
+    root = tmp_path / "r"
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "c").mkdir()
+    memo_file = tmp_path / "cache" / "listings"
+    monkeypatch.setattr(unlisted, "RACY_NS", 0)  # every directory counts as settled
+    first: list[str] = []
+    assert _memo_walk(root, memo_file, monkeypatch, first) == []
+    assert len(first) == 4  # r, a, a/b, c
+    warm: list[str] = []
+    assert _memo_walk(root, memo_file, monkeypatch, warm) == []
+    assert warm == []
+    os.mkfifo(root / "a" / "b" / "fifo")
+    after: list[str] = []
+    assert _memo_walk(root, memo_file, monkeypatch, after) == ["a/b/fifo"]
+    assert after == [str(root / "a" / "b") + "/"]
+    monkeypatch.setattr(unlisted, "RACY_NS", 10**18)  # now nothing is settled: listed, never remembered
+    os.mkfifo(root / "c" / "fifo2")
+    racy: list[str] = []
+    assert _memo_walk(root, memo_file, monkeypatch, racy) == ["a/b/fifo", "c/fifo2"]
+    again: list[str] = []
+    assert _memo_walk(root, memo_file, monkeypatch, again) == ["a/b/fifo", "c/fifo2"]
+    assert str(root / "c") + "/" in again
+
+
+def test_a_directory_replaced_under_the_same_name_is_listed_again(tmp_path, monkeypatch):
+    root = tmp_path / "r"
+    (root / "d").mkdir(parents=True)
+    memo_file = tmp_path / "listings"
+    monkeypatch.setattr(unlisted, "RACY_NS", 0)
+    _memo_walk(root, memo_file, monkeypatch, [])
+    os.rename(root / "d", tmp_path / "d-old")
+    (root / "d").mkdir()
+    os.mkfifo(root / "d" / "p")
+    assert _memo_walk(root, memo_file, monkeypatch, []) == ["d/p"]
+
+
+def test_a_broken_memo_is_ignored(tmp_path, monkeypatch):
+    root = tmp_path / "r"
+    root.mkdir()
+    os.mkfifo(root / "p")
+    memo_file = tmp_path / "listings"
+    memo_file.write_bytes(b"not marshal data")
+    assert _memo_walk(root, memo_file, monkeypatch, []) == ["p"]
+
+
 def test_the_walk_reports_a_directory_it_cannot_list(tmp_path):
     walk = unlisted.Walk(str(tmp_path / "missing"))
-    walk.start(b"")
     walk.finish(Scan(Repo(root=str(tmp_path), common_dir=str(tmp_path))), [])
     assert walk.failed and walk.failed[0][0] == ""
 

@@ -30,15 +30,15 @@ class Collected:
     trees: list[Tree] = Factory(list)  # what git listed, for the audit
 
 
-def trees(repo: project.Repo, prefix: str = "") -> Iterator[Tree]:
+def trees(repo: project.Repo, prefix: str = "", memo: unlisted.Memo | None = None) -> Iterator[Tree]:
     """The root work tree and, recursively, every submodule and nested clone checked out inside it."""
-    walk = unlisted.Walk(repo.root)
-    scan = project.scan(repo, on_index=walk.start)
+    walk = unlisted.Walk(repo.root, memo)
+    scan = project.scan(repo)
     yield Tree(prefix, scan, walk)
     for rel in scan.gitlinks:
         sub = project.nested_repo(repo.root, rel)
         if sub is not None:
-            yield from trees(sub, f"{prefix}{rel}/")
+            yield from trees(sub, f"{prefix}{rel}/", memo)
     for rel in (p for p, is_dir in scan.untracked if is_dir):
         sub = project.nested_repo(repo.root, rel)
         # git collapses an untracked directory: a clone may sit anywhere inside it (vendor/lib/)
@@ -49,7 +49,7 @@ def trees(repo: project.Repo, prefix: str = "") -> Iterator[Tree]:
         )
         for nested, r in found:
             if nested is not None:
-                yield from trees(nested, f"{prefix}{r}/")
+                yield from trees(nested, f"{prefix}{r}/", memo)
 
 
 def _nested(prefix: str, all_trees: list[Tree]) -> list[str]:
@@ -60,17 +60,28 @@ def _nested(prefix: str, all_trees: list[Tree]) -> list[str]:
 
 
 def collect(
-    root: str, repo: project.Repo | None, user_cfg: UserConfig, project_cfg: ProjectConfig, *, detail: bool = False
+    root: str,
+    repo: project.Repo | None,
+    user_cfg: UserConfig,
+    project_cfg: ProjectConfig,
+    *,
+    detail: bool = False,
+    memo: str = "",
 ) -> Collected:
+    """Every layer's entries. memo: the file remembering directory listings (unlisted.Memo), if any."""
     out = Collected()
     out.entries += explicit.literal_paths(user_cfg.block_paths, GLOBAL)
     out.entries += explicit.literal_paths(project_cfg.block_paths, EXPLICIT)
     if repo is None:
         return out
-    all_trees = out.trees = list(trees(repo))
+    listings = unlisted.Memo(memo)
+    all_trees = out.trees = list(trees(repo, memo=listings))
     for tree in all_trees:
         p = tree.prefix
         tree.walk.finish(tree.scan, _nested(p, all_trees))
+    listings.save([t.walk.root for t in all_trees])
+    for tree in all_trees:
+        p = tree.prefix
         out.entries += ignored.entries(root, p, tree.scan, detail=detail)
         out.entries += unlisted.entries(root, p, tree.scan, tree.walk, detail=detail)
         out.entries += gitcrypt.entries(root, p, tree.scan, tree.walk)

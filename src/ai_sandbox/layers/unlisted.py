@@ -1,106 +1,154 @@
 """What git does not list, found another way: directories it could not open, and FIFOs, sockets and
 device nodes (git lists regular files and symlinks only, so an ignored FIFO would read as "not ignored").
 
-Special files are found by listing every directory git walked — those holding tracked files, then the
-untracked ones — and never ignored directories (hidden or kept readable whole), `.git`, nor nested
-repositories (each is a tree of its own). The listing uses d_type (no stat per entry); the directories
-holding tracked files are listed in a thread as soon as git's index is read, while git's own walks for
-ignored and untracked files still run: on a 1M-file monorepo that walk costs ~70 ms of system calls,
-which then overlap git's ~150 ms instead of adding to them. git decides which found file is ignored.
+Special files are found by listing every directory git walked, after git's scan: never ignored directories
+(hidden or kept readable whole), `.git`, nor nested repositories (each is a tree of its own). git decides
+which found file is ignored.
+
+Listing costs 12-20 µs of system calls per directory on our machines: a monorepo's 5,000 visible
+directories took ~70 ms, at every launch. So each directory's listing is remembered (`Memo`) with the
+directory's inode and change time (ctime): any entry created, removed or renamed in a directory changes
+its ctime, which no unprivileged process can set back (unlike mtime), so a matching ctime means the same
+names and types. A warm launch costs one lstat per directory (~3 µs). A directory changed within the last
+second is listed and not remembered: coarse clock ticks could otherwise hide a change made between the
+lstat and the listing. The memo lives in ai-sandbox's cache directory, read-only inside the sandbox.
 """
 
 from __future__ import annotations
 
+import marshal
 import os
 import re
-import threading
+import stat
+import time
 
 from ai_sandbox import project
 from ai_sandbox.policy import IGNORED, Entry
 
-# the directory part of each index record (`<mode> <oid> <stage>\t<path>\0`), and tracked .gitattributes
-_TRACKED_DIR = re.compile(rb"\t([^\0]*)/[^/\0]*\0")
 _TRACKED_ATTRS = re.compile(rb"\t((?:[^\0]*/)?\.gitattributes)\0")
+RACY_NS = 1_000_000_000  # a directory changed this recently is listed afresh and not remembered
+
+# relative directory ("" or "a/b/") -> (inode, ctime_ns, subdirectory names, special file names, has .gitattributes)
+Listing = tuple[int, int, tuple[str, ...], tuple[str, ...], bool]
+
+
+class Memo:
+    """Listings of earlier launches, per work tree root; loaded and saved once per launch."""
+
+    def __init__(self, path: str = "") -> None:
+        self.path = path
+        self.trees: dict[str, dict[str, Listing]] = {}
+        self.changed = False
+        if path:
+            try:
+                with open(path, "rb") as f:
+                    data = marshal.loads(f.read())  # marshal.load(f) reads item by item: 10x slower
+                if isinstance(data, dict):
+                    self.trees = data
+            except (OSError, EOFError, ValueError, TypeError):
+                pass  # no memo, or a broken one: list everything
+
+    def save(self, roots: list[str]) -> None:
+        """Keep the trees of this launch only; written when something was listed anew (never inside the
+        sandbox, where the cache directory is read-only: then the next launch lists again)."""
+        keep = {r: self.trees.get(r, {}) for r in roots}
+        if not self.path or (not self.changed and keep.keys() == self.trees.keys()):
+            return
+        try:
+            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+            tmp = f"{self.path}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(marshal.dumps(keep))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass
 
 
 class Walk:
-    """The listing of one work tree: started from git's index (`start`), finished once git's listing of
-    ignored and untracked entries is known (`finish`)."""
+    """The listing of one work tree, finished once git's listing of ignored and untracked entries is known."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, memo: Memo | None = None) -> None:
         self.root = root
+        self.memo = memo or Memo()
         self.special: list[str] = []  # FIFOs, sockets, devices, relative to root
         self.attributes: list[str] = []  # every .gitattributes file listed (ignored ones too)
         self.tracked_attributes: list[str] = []  # .gitattributes in the index (git reads them there if absent)
         self.failed: list[tuple[str, str]] = []  # (directory, why) that could not be listed
-        self._deferred: list[str] = []  # directories holding no tracked file: ignored, untracked or nested
-        self._thread: threading.Thread | None = None
-        self._index = b""
         self.done = False
 
-    def start(self, index: bytes) -> None:
-        """List the directories that hold tracked files (none of them can be ignored whole), in a thread."""
-        self._index = index
-        self._thread = threading.Thread(target=self._tracked, daemon=True)
-        self._thread.start()
-
-    def _tracked(self) -> None:
-        index = self._index
-        dirs = {""}
-        for raw in set(_TRACKED_DIR.findall(index)):
-            d = os.fsdecode(raw)
-            while d not in dirs:
-                dirs.add(d)
-                d = d.rpartition("/")[0]
-        if b".gitattributes" in index:
-            self.tracked_attributes = [os.fsdecode(p) for p in _TRACKED_ATTRS.findall(index)]
-        _list(self.root, [""], dirs.__contains__, self, self._deferred)
-
     def finish(self, scan: project.Scan, nested: list[str]) -> None:
-        """List what remains: directories git did not report as ignored, nor as repositories of their own
-        (nested: their paths relative to this tree)."""
+        """List what git walked: everything but ignored directories and repositories of their own (nested:
+        their paths relative to this tree)."""
         if self.done:
             return
-        if self._thread is None:
-            self.start(scan._index)  # noqa: SLF001 — git's index was not handed over early: read it now
-        assert self._thread is not None
-        self._thread.join()
+        index = scan._index  # noqa: SLF001 — git's raw index: a search for one name needs no decoding
+        if b".gitattributes" in index:
+            self.tracked_attributes = [os.fsdecode(p) for p in _TRACKED_ATTRS.findall(index)]
         prune = {rel for rel, is_dir in scan.ignored if is_dir}
         prune.update(scan.gitlinks, nested, (rel for rel, _ in scan.unlisted))
-        todo = [d + "/" for d in self._deferred if d not in prune]
-        _list(self.root, todo, lambda d: d not in prune, self, None)
+        old = self.memo.trees.get(self.root, {})
+        new: dict[str, Listing] = {}
+        listed = _list(self.root, prune, old, new, self)
+        self.memo.trees[self.root] = new
+        self.memo.changed |= listed or new.keys() != old.keys()
         self.done = True
 
 
-def _list(root: str, todo: list[str], descend, walk: Walk, deferred: list[str] | None) -> None:  # noqa: ANN001
-    """List each directory in todo (relative, "" or ending in "/") and every subdirectory `descend`
-    accepts; subdirectories it refuses go to deferred, when given. d_type answers is_file/is_dir without
-    a stat (Python falls back to lstat only on filesystems that leave d_type unknown)."""
+def _list(root: str, prune: set[str], old: dict[str, Listing], new: dict[str, Listing], walk: Walk) -> bool:
+    """Walk from root, pruning what prune names; reuse a listing whose inode and ctime still match. Returns
+    whether any directory was listed anew. d_type answers is_file/is_dir without a stat."""
     base = os.path.join(root, "")
-    scandir = os.scandir
+    settled = time.time_ns() - RACY_NS
+    lstat, S_ISDIR = os.lstat, stat.S_ISDIR
     special, attributes = walk.special, walk.attributes
+    listed = False
+    todo = [""]
     while todo:
         rel = todo.pop()
         try:
-            it = scandir(base + rel)
+            st = lstat(base + rel)
         except OSError as e:
             walk.failed.append((rel.rstrip("/"), e.strerror or str(e)))
             continue
-        with it:
-            for e in it:
-                if e.is_file(follow_symlinks=False):
-                    if e.name == ".gitattributes":
-                        attributes.append(rel + e.name)
-                elif e.is_dir(follow_symlinks=False):
-                    if e.name == ".git":
-                        continue
-                    sub = rel + e.name
-                    if descend(sub):
-                        todo.append(sub + "/")
-                    elif deferred is not None:
-                        deferred.append(sub)
-                elif not e.is_symlink():
-                    special.append(rel + e.name)
+        if not S_ISDIR(st.st_mode):
+            walk.failed.append((rel.rstrip("/"), "no longer a directory"))
+            continue
+        hit = old.get(rel)
+        if hit is None or hit[0] != st.st_ino or hit[1] != st.st_ctime_ns:
+            try:
+                hit = _listing(base + rel, st)
+            except OSError as e:
+                walk.failed.append((rel.rstrip("/"), e.strerror or str(e)))
+                continue
+            listed = True
+            if st.st_ctime_ns < settled:  # changed just now: listed, not remembered
+                new[rel] = hit
+        else:
+            new[rel] = hit
+        for name in hit[2]:
+            sub = rel + name
+            if sub not in prune:
+                todo.append(sub + "/")
+        for name in hit[3]:
+            special.append(rel + name)
+        if hit[4]:
+            attributes.append(rel + ".gitattributes")
+    return listed
+
+
+def _listing(path: str, st: os.stat_result) -> Listing:
+    subdirs, specials, attrs = [], [], False
+    with os.scandir(path) as it:
+        for e in it:
+            if e.is_file(follow_symlinks=False):
+                if e.name == ".gitattributes":
+                    attrs = True
+            elif e.is_dir(follow_symlinks=False):
+                if e.name != ".git":
+                    subdirs.append(e.name)
+            elif not e.is_symlink():
+                specials.append(e.name)
+    return (st.st_ino, st.st_ctime_ns, tuple(subdirs), tuple(specials), attrs)
 
 
 def entries(root: str, prefix: str, scan: project.Scan, walk: Walk, *, detail: bool = False) -> list[Entry]:

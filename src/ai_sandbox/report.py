@@ -116,7 +116,7 @@ def dry_run(prepared, req, unenforced=None, refusal=None) -> None:  # noqa: ANN0
         _print_lines(con, [Text(printable(line)) for line in _file_lines(content)])
 
 
-_CHECK_KINDS = {"M": "masked", "R": "read-only", "C": "starts in"}
+_CHECK_KINDS = {"M": "masked", "R": "read-only", "B": "a mount point", "C": "starts in"}
 
 
 def _file_lines(content: bytes) -> list[str]:

@@ -14,6 +14,7 @@ SPEC is a file ai-sandbox wrote (in its cache directory, read-only inside every 
 then NUL-separated records, each a one-letter kind and a path:
   M<path>               a mask: a file or directory that must show firejail's empty mask here
   R<path>               must be on a read-only mount
+  B<path>               must be a mount point (so that it cannot be renamed: EBUSY)
   C<dev>:<ino>:<path>   the directory the agent starts in: the same directory as outside
 The caller's environment travels in AI_SANDBOX_ENV_0, _1, … (see `pack_env`), never on disk, and
 none of it on the command line (firejail limits arguments to 4,128 bytes and 128 of them).
@@ -107,6 +108,20 @@ def unenforced_masks(paths: list[str]) -> tuple[str, str] | None:
     return None
 
 
+def mount_points(path: str = "/proc/self/mountinfo") -> set[bytes]:
+    """Every mount point here, as mountinfo writes it (octal escapes). os.path.ismount cannot tell a
+    directory bound onto itself: same device, and its parent is a different inode either way."""
+    with open(path, "rb") as f:
+        return {line.split(b" ", 5)[4] for line in f.read().splitlines() if line.count(b" ") >= 5}
+
+
+def _escaped(path: str) -> bytes:
+    raw = os.fsencode(path)
+    for ch in b"\\ \t\n":
+        raw = raw.replace(bytes([ch]), b"\\%03o" % ch)
+    return raw
+
+
 def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
     """(message, hint) for the first rule not in force, None when all are."""
     if not os.path.ismount(MARK):
@@ -127,6 +142,7 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
             f"{bad[0]} {bad[1]}, although the policy hides it",
             "firejail did not apply its mask; rename the path (or hide its directory) and report this",
         )
+    points = None
     for kind, rest in records:
         if kind == "R":
             try:
@@ -137,6 +153,14 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
                 return (
                     f"{rest} is writable, although the policy makes it read-only",
                     "firejail did not apply its read-only rule; move the directory (a path without runs of blanks)",
+                )
+        elif kind == "B":
+            if points is None:
+                points = mount_points()
+            if _escaped(rest) not in points:
+                return (
+                    f"{rest} is not a mount point, so a session could rename it with what it holds",
+                    "firejail did not apply its read-only/read-write pair; report this",
                 )
         elif kind == "C":
             dev, ino, path = rest.split(":", 2)

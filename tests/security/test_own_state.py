@@ -112,23 +112,63 @@ def test_a_hidden_project_config_cannot_be_read_back_from_the_parse_cache(ws, fi
 
 def test_a_session_cannot_change_ai_sandboxs_code_or_the_launch_checks_interpreter(ws, firejail):
     """The next launch runs this code (and the check inside runs this interpreter): a session that could
-    write them could switch the check off. Old code: root inside could (it owns them; no capability is
-    needed for that). Opening for append writes nothing, so a failure of this test changes no byte."""
+    write them could switch the check off. Old code: root inside could write the package (it owns it; no
+    capability is needed); the red team then found the rest writable too — the environment's
+    site-packages (a `.pth` file runs at the next launch), the interpreter's installation, the shipped
+    profiles of a source checkout (whose `allow` the record trusts). Opening for append writes nothing,
+    and what is planted is removed, so a failure of this test changes no byte."""
+    import site
     import sys
 
     import ai_sandbox
+    from ai_sandbox.profiles import shipped_dir
 
     pkg = os.path.dirname(ai_sandbox.__file__)
-    python = os.path.realpath(sys.executable)  # the launch check's interpreter
-    planted = os.path.join(pkg, "planted-by-session")
+    targets = {
+        "CODE": os.path.join(pkg, "__init__.py"),
+        "PYBIN": os.path.realpath(sys.executable),  # the launch check's interpreter
+        "PROFILE": os.path.join(shipped_dir(), "claude.toml"),
+    }
+    plants = {
+        "PKGDIR": os.path.join(pkg, "planted-by-session"),
+        "SITE": os.path.join(site.getsitepackages()[0], "zz-planted-by-session.pth"),
+        "BASE": os.path.join(os.path.realpath(sys.base_prefix), "planted-by-session"),
+    }
     try:
-        script = (
-            'true >> "$PKG/__init__.py" && echo WROTE-CODE; touch "$PLANTED" && echo PLANTED;'
-            ' true >> "$PYBIN" && echo WROTE-PYTHON; true'
-        )
-        res = _show(ws.run("--", "sh", "-c", script, env={"PKG": pkg, "PLANTED": planted, "PYBIN": python}))
+        script = " ".join(f'true >> "${k}" && echo WROTE-{k};' for k in targets)
+        script += " ".join(f'touch "${k}" && echo PLANTED-{k};' for k in plants) + " true"
+        res = _show(ws.run("--", "sh", "-c", script, env={**targets, **plants}))
         assert res.rc == 0, res.err
-        assert "WROTE-CODE" not in res.out and "PLANTED" not in res.out and "WROTE-PYTHON" not in res.out
+        assert "WROTE-" not in res.out and "PLANTED-" not in res.out
     finally:
-        if os.path.lexists(planted):
-            os.unlink(planted)
+        for p in plants.values():
+            if os.path.lexists(p):
+                os.unlink(p)
+
+
+@pytest.mark.parametrize("moved", [".local", ".config", ".cache"])
+def test_a_session_cannot_move_ais_own_directories_aside(ws, firejail, moved):
+    """Found by the red team: the read-only mounts of ~/.local/state/ai-sandbox, ~/.config/ai-sandbox and
+    ~/.cache/ai-sandbox moved along with a renamed parent, and the session then wrote fresh ones — no
+    record (the next launch un-hid .env unasked), its own agent profile (whose `allow` the record
+    trusts), its own generated profile. Every directory above them that the agent could rename is now a
+    mount point (EBUSY)."""
+    secret = _plant(ws)
+    stub = ws.base / "bin" / "claude"
+    stub.parent.mkdir()
+    stub.write_text('#!/bin/sh\nexec sh -c "$@"\n')
+    stub.chmod(0o755)
+    path = {"PATH": f"{stub.parent}:{os.environ['PATH']}"}
+    assert ws.run("claude", "true", env=path).rc == 0  # the first launch records .env as hidden
+    script = (
+        f'mv "$HOME/{moved}" "$HOME/{moved}.moved" && echo MOVED;'
+        ' mkdir -p "$HOME/.config/ai-sandbox/profiles" "$HOME/.local/state" "$HOME/.cache";'
+        ' printf "allow = [\\".env\\"]\\n" > "$HOME/.config/ai-sandbox/profiles/claude.toml";'
+        ' printf "secrets/\\n" > .gitignore; true'
+    )
+    first = _show(ws.run("claude", script, env=path))
+    assert first.rc == 0, first.err
+    assert "MOVED" not in first.out
+    assert (ws.home / moved).is_dir() and not (ws.home / f"{moved}.moved").exists()
+    second = _show(ws.run("claude", "cat .env; true", env=path))
+    assert secret not in second.out + second.err

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from ai_sandbox import verify
-from ai_sandbox.backends.firejail import Firejail
+from ai_sandbox.backends.firejail import Firejail, OwnFiles, own_files
 from ai_sandbox.policy import Mask, Policy
 
 fj = Firejail()
@@ -37,11 +37,40 @@ def test_profile_drops_capabilities_and_lists_masks():
     assert text.endswith("blacklist /p/.env\nblacklist /p/d\n")
 
 
-def test_profile_masks_and_protects_ais_own_dirs():
+def test_profile_anchors_and_protects_ais_own_files_before_the_masks():
     pol = Policy(root="/p", in_git=True, masks=[Mask("/p/.env", False, "ignored", "r")])
-    text = fj.profile(pol, ["/h/.config/ai-sandbox"], ["/h/.local/state/ai-sandbox/parsed"]).decode()
-    assert "blacklist /h/.local/state/ai-sandbox/parsed\n" in text
-    assert text.endswith("read-only /h/.config/ai-sandbox\n")
+    own = OwnFiles(
+        create=["/h/.config/ai-sandbox"],
+        protect=["/h/.config/ai-sandbox"],
+        hide=["/h/.local/state/ai-sandbox/parsed"],
+        anchors=["/h/.config"],
+    )
+    as_root = fj.profile(pol, OwnFiles(anchors=["/h/.config"], as_root=True)).decode().splitlines()
+    assert "bind /h/.config,/h/.config" in as_root and "read-write /h/.config" not in as_root
+    lines = fj.profile(pol, own).decode().splitlines()
+    anchor = ["read-only /h/.config", "read-write /h/.config"]
+    assert lines[-3 - len(anchor) :] == [
+        *anchor,
+        "read-only /h/.config/ai-sandbox",
+        "blacklist /p/.env",
+        "blacklist /h/.local/state/ai-sandbox/parsed",
+    ]
+
+
+def test_every_renamable_directory_above_ais_own_files_is_anchored(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / ".cfg").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".cfg"), "XDG_CACHE_HOME": str(home / ".c")}
+    own = own_files(env, fj.unexpressible, root=str(tmp_path / "repo"))
+    for d in own.create:
+        assert d in own.protect or any(d.startswith(p + "/") for p in own.protect)
+    # home's own entries can be renamed by their owner; so can home, in a temp dir the test user owns
+    assert str(home / ".cfg") in own.anchors and str(home / ".local") in own.anchors
+    assert str(home) in own.anchors and "/" not in own.anchors
+    assert not set(own.anchors) & set(own.protect)
+    assert own.anchors == sorted(own.anchors, key=lambda p: (len(p), p))  # a parent before what it holds
+    assert own.hide == [str(home / ".local" / "state" / "ai-sandbox" / "parsed")]
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ SYSTEM_DIRS = (
 # System content that also holds the machine's secrets (TLS keys, service credentials): a hidden path that
 # resolves there can neither be masked nor called public, so the launch refuses. Elsewhere in SYSTEM_DIRS the
 # content is public by design (a nix `result -> /nix/store/…` link is common): not hidden, and explain says so.
-CONFIG_DIRS = ("/etc", "/private/etc")
+CONFIG_DIRS = ("/etc", "/private/etc", "/usr/local/etc", "/usr/etc", "/opt/homebrew/etc")
 # Places for data, shared by every program: what a link points at in them is masked (docker secrets live in
 # /run/secrets, services' state in /var/lib/…), never one of these directories whole. /dev/shm is data inside
 # /dev.
@@ -380,9 +380,10 @@ def _never_masked(target: str, protected: list[str], root: str) -> tuple[str, st
         return _SHARED_DIR, "every program shares it; only what is inside it can be hidden"
     if not _os_content(target):
         return None
+    config = next((d for d in CONFIG_DIRS if _inside(target, d)), None)
+    if config is not None:  # /usr/local/etc is configuration too, although under /usr
+        return _CONFIG, f"under {config}, which can hold the machine's secrets but is never masked"
     top = next((d for d in _SYSTEM_DEEP if _inside(target, d)), "/" + target.split("/", 2)[1])
-    if top in CONFIG_DIRS:
-        return _CONFIG, f"under {top}, which can hold the machine's secrets but is never masked"
     return _PUBLIC, f"under {top}: system content every program reads"
 
 

@@ -363,10 +363,20 @@ def nested_repo(root: str, rel: str) -> Repo | None:
     return repo
 
 
+def untracked_below(repo: Repo, rels: list[str]) -> list[str]:
+    """Every untracked, not ignored file inside these untracked directories (git collapses each to one
+    entry), and each repository cloned in them as `path/`. Pathspecs are literal: a directory named `*`
+    or `[ab]` names only itself."""
+    args = ["ls-files", "-z", "--others", "--exclude-standard", "--", *(r + "/" for r in rels)]
+    proc = _run(args, repo.root, env={**os.environ, "GIT_LITERAL_PATHSPECS": "1"})
+    if proc.returncode != 0:
+        raise _git_error(args, repo.root, proc.stderr)
+    return _split_z(proc.stdout)
+
+
 def repos_below(repo: Repo, rel: str) -> list[str]:
     """Repositories cloned somewhere inside the untracked directory rel (git lists each as `path/`)."""
-    out = _git(["ls-files", "-z", "--others", "--exclude-standard", "--", rel + "/"], repo.root)
-    return [p.rstrip("/") for p in _split_z(out) if p.endswith("/")]
+    return [p.rstrip("/") for p in untracked_below(repo, [rel]) if p.endswith("/")]
 
 
 def attribute_files(scan_: Scan) -> list[str]:

@@ -104,6 +104,8 @@ def unenforced_masks(paths: list[str]) -> tuple[str, str] | None:
         except OSError as e:
             return path, f"cannot be checked ({e.strerror})"
         if (st.st_dev, st.st_ino) not in masks:
+            if (st.st_mode & 0o170000) == 0o120000 and _ident(path) is None:
+                continue  # a link that leads nowhere (a loop, or dangling): nothing to read through it
             return path, "is not masked"
     return None
 

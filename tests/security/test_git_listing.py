@@ -248,3 +248,20 @@ def test_git_crypt_key_of_a_deinitialised_submodule_is_hidden(ws, firejail):
     assert res.rc == 0, res.err
     assert key[-40:-8] not in res.out.replace("\n", "")  # key material (a fixed header and trailer frame it)
     assert "default" not in res.out
+
+
+def test_block_patterns_reach_files_inside_untracked_directories(ws, firejail):
+    """Found by the red team: git lists an untracked directory as one entry (`svc/`), so `block = [".env",
+    "*.pem", "secrets/"]` never saw `svc/.env`: a new service not yet committed was readable whole."""
+    a, b, c = _token("ENVSECRET"), _token("PEMSECRET"), _token("DIRSECRET")
+    ws.write(".ai-sandbox.toml", 'block = ["*.pem", ".env", "secrets/"]\n')
+    commit(ws, ".ai-sandbox.toml")
+    ws.write("svc/.env", a + "\n")
+    ws.write("svc/api/tls.pem", b + "\n")
+    ws.write("svc/secrets/k", c + "\n")
+    ws.write("svc/app.py", "APP-VISIBLE\n")
+    ws.write("new*/.env", a + "\n")  # an untracked directory named like a glob
+    res = inside(ws, "cat svc/.env svc/api/tls.pem svc/secrets/k svc/app.py 'new*/.env'; ls svc/secrets")
+    assert "APP-VISIBLE" in res.out
+    for secret in (a, b, c):
+        assert secret not in res.out + res.err

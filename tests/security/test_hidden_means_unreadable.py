@@ -145,6 +145,18 @@ def test_an_ignored_link_into_etc_refuses_and_etc_is_never_masked(ws, firejail, 
     assert secret in res.out and "root:" in res.out  # allowed: readable, and /etc/passwd untouched
 
 
+def test_an_ignored_link_into_usr_local_etc_refuses_like_etc(ws, firejail, system_dir):
+    """Found by the red team: /usr/local/etc is configuration (it can hold secrets) although under /usr,
+    whose content is public; the link was "never masked, readable inside" with no word at launch."""
+    etc_dir = system_dir("/usr/local/etc") if os.path.isdir("/usr/local/etc") else pytest.skip("no /usr/local/etc")
+    secret = _secret_file(etc_dir, "db.env")
+    _ignore(ws, ".env\n")
+    os.symlink(etc_dir / "db.env", ws.repo / ".env")
+    res = ws.run("--", "sh", "-c", "cat .env")
+    _one_line_refusal(res, ".env", "/usr/local/etc")
+    assert secret not in res.out + res.err
+
+
 # --- the git-crypt key directory outside the project -----------------------------------------------------
 
 

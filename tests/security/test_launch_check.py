@@ -165,7 +165,7 @@ def test_a_run_of_blanks_in_ai_sandboxs_own_directories_refuses(ws, firejail, va
 def _plan(ws: Workspace, policy: Policy, script: str, profile_filter=None, cwd: Path | None = None):  # noqa: ANN001
     """The exact command a launch would exec for policy, with the profile passed through profile_filter."""
     env = ws.env()
-    fj = Firejail(Settings(cwd=str(cwd or ws.repo)))
+    fj = Firejail(Settings(cwd=str(cwd or ws.repo)), (ws.user.uid, ws.user.gid) if ws.user else None)
     plan = fj.plan(policy, ["/bin/sh", "-c", script], env)
     if profile_filter is not None:
         plan.files = {p: profile_filter(c) if p.endswith(".profile") else c for p, c in plan.files.items()}
@@ -227,3 +227,16 @@ def test_the_check_stops_a_project_the_sandbox_does_not_show(ws, firejail):
         assert "not visible inside the sandbox" in res.err
     finally:
         subprocess.run(["rm", "-rf", str(base)], check=False)
+
+
+def test_an_ignored_symlink_loop_is_no_reason_to_refuse(ws, firejail):
+    """Found by the red team: a link that leads nowhere (here to itself) cannot be masked by firejail, and
+    the check refused (exit 69) although nothing can be read through it."""
+    secret = _plant(ws)
+    ws.write(".gitignore", ".env\n*.lnk\n")
+    ws.git("add", ".gitignore")
+    ws.git("commit", "-qm", "ignore links")
+    os.symlink("loop.lnk", ws.repo / "loop.lnk")
+    res = _run(ws, [AIS, "--", "sh", "-c", "echo AGENT-RAN; cat .env loop.lnk; true"])
+    assert res.rc == 0, res.err
+    assert "AGENT-RAN" in res.out and secret not in res.out + res.err

@@ -10,13 +10,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 
+from ai_sandbox import project
 from ai_sandbox.patterns import PatternSet
 from ai_sandbox.policy import Entry
 
 
 def candidates(trees: Iterable) -> Iterator[tuple[str, bool]]:
-    """(root-relative path, is_dir) for everything git knows about in every work tree, and the special
-    files found beside it."""
+    """(root-relative path, is_dir) for everything git knows about in every work tree, the files inside
+    untracked directories (git lists `svc/` alone: a `.env` pattern must still find `svc/.env`), and the
+    special files found beside it all."""
     for tree in trees:
         p, scan = tree.prefix, tree.scan
         for rel in scan.tracked:
@@ -25,6 +27,10 @@ def candidates(trees: Iterable) -> Iterator[tuple[str, bool]]:
             yield p + rel, True
         for rel, is_dir in scan.untracked:
             yield p + rel, is_dir
+        if untracked_dirs := [rel for rel, is_dir in scan.untracked if is_dir]:
+            for rel in project.untracked_below(scan.repo, untracked_dirs):
+                if not rel.endswith("/"):  # a nested repository is a tree of its own
+                    yield p + rel, False
         for rel, is_dir in scan.ignored:
             yield p + rel, is_dir
         for rel in tree.walk.special:  # FIFOs and sockets: git lists none, ignored or not

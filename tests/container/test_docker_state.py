@@ -45,3 +45,23 @@ def test_a_planted_mask_source_is_replaced(ws_self, container, kind):
     assert "SECRET" not in res.out and "PLANTED" not in res.out and "planted" not in res.out
     assert not empty_dir.is_symlink() and empty_dir.is_dir() and os.listdir(empty_dir) == []
     assert not empty_file.is_symlink() and empty_file.is_file() and empty_file.read_bytes() == b""
+
+
+def test_an_ignored_fifo_is_hidden_in_the_container(ws_self, container):
+    """git lists no FIFO: the walk finds it, the container backend masks it with the empty file, and a
+    writer feeding the FIFO outside reaches no reader inside. A FIFO nothing hides stays readable (the
+    control: the read works)."""
+    from tests.security.test_git_listing import Feeder
+
+    ws_self.write(".gitignore", "*.pipe\n")
+    ws_self.git("add", ".gitignore")
+    ws_self.git("commit", "-qm", "ignore")
+    feeder = Feeder()
+    try:
+        feeder.fifo(ws_self.repo / "secret.pipe", "FIFO-SECRET")
+        feeder.fifo(ws_self.repo / "visible-fifo", "FIFO-VISIBLE")
+        res = container("--", "sh", "-c", "timeout 3 cat secret.pipe; timeout 3 cat visible-fifo; true", timeout=60)
+    finally:
+        feeder.close()
+    assert res.rc == 0, res.err
+    assert "FIFO-VISIBLE" in res.out and "FIFO-SECRET" not in res.out + res.err

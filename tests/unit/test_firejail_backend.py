@@ -91,3 +91,15 @@ def test_the_environment_travels_exactly(env):
 
 def test_no_carrier_means_no_environment():
     assert verify.unpack_env({b"HOME": b"/h"}) is None
+
+
+def test_the_launch_check_reads_mount_points_as_mountinfo_escapes_them(tmp_path):
+    info = tmp_path / "mountinfo"
+    info.write_bytes(
+        b"22 1 0:21 / / rw - ext4 /dev/vda rw\n"
+        b"90 22 254:0 /home/u /home/u rw,relatime - ext4 /dev/vda rw\n"
+        b"91 22 254:0 /x /home/u/my\\040dir\\134x\\011y rw - ext4 /dev/vda rw\n"
+    )
+    points = verify.mount_points(str(info))
+    assert verify._escaped("/home/u") in points and verify._escaped("/home/u/my dir\\x\ty") in points
+    assert verify._escaped("/home") not in points

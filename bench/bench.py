@@ -466,7 +466,8 @@ def measure(row: Row, runs: int, dry_runs: int, env: dict[str, str]) -> None:
         return
     doc = json.loads(proc.stdout)
     row.hidden = len(doc["hidden"])
-    [(profile, content)] = doc["files"].items()
+    # the generated profile; the launch check beside it is ai-sandbox's own cost, which the bare run skips
+    [(profile, content)] = [(p, c) for p, c in doc["files"].items() if p.endswith(".profile")]
     if not os.path.exists(profile):  # ai-sandbox writes it on its first launch; the bare run needs it now
         os.makedirs(os.path.dirname(profile), exist_ok=True)
         with open(profile, "w", encoding="utf-8", errors="surrogateescape") as f:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import secrets
 import shutil
 import subprocess
 import sys
@@ -30,6 +31,21 @@ def require(tool: str) -> str:
             pytest.fail(msg)
         pytest.skip(msg)
     return path
+
+
+def token(prefix: str) -> str:
+    """A fresh secret no script mentions: finding it in the output can only mean it was read."""
+    return f"{prefix}-{secrets.token_hex(8)}"
+
+
+def plant_env(ws: Workspace) -> str:
+    """An ignored .env (rule committed) holding a fresh secret, which is returned."""
+    secret = token("ENVSECRET")
+    ws.write(".gitignore", ".env\n")
+    ws.git("add", ".gitignore")
+    ws.git("commit", "-qm", "ignore")
+    ws.write(".env", secret + "\n")
+    return secret
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 
-from ai_sandbox import legacy
+from ai_sandbox import legacy, tools
 from ai_sandbox.errors import ConfigError
 from ai_sandbox.patterns import PROJECT, USER, Pattern
 from ai_sandbox.records import Factory, record
@@ -115,7 +115,7 @@ def read_config(path: str, root: str = "") -> bytes:
         os.close(fd)
 
 
-_GIT = ("git", "-c", "core.fsmonitor=false", "--no-optional-locks")
+_GIT = (tools.find("git") or "/usr/bin/git", "-c", "core.fsmonitor=false", "--no-optional-locks")
 
 
 def _git(root: str, *args: str) -> tuple[int, bytes]:

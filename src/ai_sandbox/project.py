@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import os
 import selectors
-import shutil
 import subprocess
 
+from ai_sandbox import tools
 from ai_sandbox.errors import PolicyError, UnavailableError
 from ai_sandbox.records import value
 
 # Read-only calls must not run code a cloned repository configured (fsmonitor hooks).
-_GIT = ("git", "-c", "core.fsmonitor=false", "--no-optional-locks")
+_GIT = (tools.find("git") or "/usr/bin/git", "-c", "core.fsmonitor=false", "--no-optional-locks")
 
 
 @value
@@ -79,7 +79,7 @@ def _run(
         return subprocess.run([*_GIT, *args], cwd=cwd, input=stdin, capture_output=True, env=env)
     except FileNotFoundError:
         raise UnavailableError(
-            "git is not installed",
+            f"git is not installed (looked in {tools.where()})",
             "install git (e.g. `sudo apt-get install git`); ai-sandbox reads its rules from git",
         ) from None
 
@@ -235,7 +235,9 @@ def scan(repo: Repo) -> Scan:
                 [*_GIT, *args], cwd=repo.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
             )
     except FileNotFoundError:
-        raise UnavailableError("git is not installed", "install git (e.g. `sudo apt-get install git`)") from None
+        raise UnavailableError(
+            f"git is not installed (looked in {tools.where()})", "install git (e.g. `sudo apt-get install git`)"
+        ) from None
     outputs, errors = _drain(procs)
     for name, proc in procs.items():
         if proc.returncode not in ((0, 1) if name == "config" else (0,)):  # config: 1 when no key is set
@@ -283,7 +285,7 @@ def _config_may_matter(repo: Repo) -> bool:
 
 def _git_prefix() -> str:
     """git's installation prefix (/usr for /usr/bin/git), under which it finds etc/ when it is not /usr."""
-    return os.path.dirname(os.path.dirname(os.path.realpath(shutil.which("git") or "/usr/bin/git")))
+    return os.path.dirname(os.path.dirname(os.path.realpath(_GIT[0])))
 
 
 def _scan_env() -> dict[str, str]:

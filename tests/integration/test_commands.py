@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import AIS, require
+from tests.conftest import AIS, Result, require
 
 pytestmark = pytest.mark.sandbox
 
@@ -200,12 +200,13 @@ def test_doctor_passes_with_a_working_sandbox(ws_self, firejail):
     assert "✓ sandbox hides files" in res.out and "✓ project policy" in res.out
 
 
-def test_doctor_fails_without_firejail_on_path(ws_self, tmp_world):
-    bindir = tmp_world / "bin"
-    bindir.mkdir()
-    for tool in ("git", "sh", "cat"):
-        os.symlink(require(tool), bindir / tool)
-    res = ws_self.run("doctor", env={"PATH": str(bindir)})
+def test_doctor_fails_without_firejail(ws_self):
+    from tests.integration.test_launch import without_firejail
+
+    proc = subprocess.run(
+        without_firejail([AIS, "doctor"]), cwd=ws_self.repo, env=ws_self.env(), capture_output=True, text=True
+    )
+    res = Result(proc.returncode, proc.stdout, proc.stderr)
     assert res.rc == 69
     assert "✗ backend firejail: firejail is not installed" in res.out and "install" in res.out
     assert "Traceback" not in res.err

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 
 import pytest
 
-from tests.conftest import AIS, IS_ROOT, Workspace, _chown, ensure_test_user, require
+from tests.conftest import AIS, IS_ROOT, Result, Workspace, _chown, ensure_test_user, require
 
 pytestmark = pytest.mark.sandbox
 
@@ -84,14 +86,31 @@ def test_unknown_command_is_refused_before_the_sandbox(ws_self, firejail):
     assert len(res.err.strip().splitlines()) == 1
 
 
+def without_firejail(argv: list[str]) -> list[str]:
+    """argv in a mount namespace of its own where every firejail of the system's directories is
+    /dev/null: ai-sandbox looks for it there, never on PATH (so restricting PATH proves nothing)."""
+    if not IS_ROOT:
+        pytest.skip("hiding the system's firejail needs root (CI runs the suite as root)")
+    require("unshare")
+    from ai_sandbox.tools import SYSTEM_PATH
+
+    found = [os.path.join(d, "firejail") for d in SYSTEM_PATH if os.path.isfile(os.path.join(d, "firejail"))]
+    mounts = "".join(f"mount --bind /dev/null {shlex.quote(p)} && " for p in found)
+    return ["unshare", "--mount", "--", "sh", "-c", mounts + 'exec "$@"', "-", *argv]
+
+
 def test_missing_firejail_refuses_and_never_runs_the_agent(ws_self, tmp_world):
-    bindir = tmp_world / "bin"
-    bindir.mkdir()
-    for tool in ("git", "sh", "touch", "env"):
-        os.symlink(require(tool), bindir / tool)
     marker = tmp_world / "ran"
-    res = ws_self.run("--", "touch", str(marker), env={"PATH": str(bindir)})
-    assert res.rc == 69
+    proc = subprocess.run(
+        without_firejail([AIS, "--", "touch", str(marker)]),
+        cwd=ws_self.repo,
+        env=ws_self.env(),
+        capture_output=True,
+        text=True,
+    )
+    res = Result(proc.returncode, proc.stdout, proc.stderr)
+    assert res.rc == 69, res.err
+    assert not marker.exists()
     assert "firejail is not installed" in res.err and "install" in res.err
     assert len(res.err.strip().splitlines()) == 1
     assert "Traceback" not in res.err
@@ -216,14 +235,21 @@ def test_an_interrupt_reaches_the_agent(ws_self, firejail):
 
 
 def test_a_slow_scan_shows_a_status_on_a_terminal_only(ws_self, firejail, tmp_world):
+    """git is made slow where ai-sandbox runs it from (the system's own, never PATH's): in a mount
+    namespace, a wrapper that sleeps is bound over it."""
     require("script")
-    slow = tmp_world / "slowbin"
-    slow.mkdir()
-    (slow / "git").write_text(f'#!/bin/sh\nsleep 0.3\nexec {require("git")} "$@"\n')
-    (slow / "git").chmod(0o755)
-    env = ws_self.env({"PATH": f"{slow}:{os.environ['PATH']}"})
+    if not IS_ROOT:
+        pytest.skip("replacing the system's git needs root (CI runs the suite as root)")
+    git = require("git")
+    real = tmp_world / "real-git"
+    shutil.copy(git, real)
+    slow = tmp_world / "slow-git"
+    slow.write_text(f'#!/bin/sh\nsleep 0.3\nexec {real} "$@"\n')
+    slow.chmod(0o755)
+    wrap = ["unshare", "--mount", "--", "sh", "-c", f'mount --bind {slow} {git} && exec "$@"', "-"]
+    env = ws_self.env()
     proc = subprocess.run(
-        ["script", "-qec", f"{AIS} -- echo AGENT-OUTPUT", "/dev/null"],
+        [*wrap, "script", "-qec", f"{AIS} -- echo AGENT-OUTPUT", "/dev/null"],
         cwd=ws_self.repo,
         env=env,
         capture_output=True,
@@ -232,8 +258,10 @@ def test_a_slow_scan_shows_a_status_on_a_terminal_only(ws_self, firejail, tmp_wo
     assert proc.returncode == 0, proc.stderr
     assert "reading the repository" in proc.stdout and "AGENT-OUTPUT" in proc.stdout
     assert "\x1b[?25h" in proc.stdout  # the status ended (cursor shown again) before the agent started
-    res = ws_self.run("--", "echo", "AGENT-OUTPUT", env={"PATH": env["PATH"]})
-    assert res.out == "AGENT-OUTPUT\n" and res.err == ""  # not a terminal: not a byte of ours
+    quiet = subprocess.run(
+        [*wrap, AIS, "--", "echo", "AGENT-OUTPUT"], cwd=ws_self.repo, env=env, capture_output=True, text=True
+    )
+    assert quiet.stdout == "AGENT-OUTPUT\n" and quiet.stderr == ""  # not a terminal: not a byte of ours
 
 
 def test_the_system_is_as_outside_except_var_tmp(ws, firejail):

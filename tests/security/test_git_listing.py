@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets as _random
 import socket
 import subprocess
 import threading
@@ -19,13 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, Workspace, require
+from tests.conftest import Result, Workspace, require, token
 
 pytestmark = pytest.mark.sandbox
-
-
-def _token(prefix: str) -> str:
-    return f"{prefix}-{_random.token_hex(8)}"
 
 
 def inside(ws: Workspace, script: str) -> Result:
@@ -47,7 +42,7 @@ def test_a_directory_git_cannot_list_is_hidden_whole(ws, firejail):
     `could not open directory 'conf/'`, exits 0 and lists nothing in it; the ignored .env was readable."""
     ws.write(".gitignore", ".env\n")
     commit(ws, ".gitignore")
-    secret = _token("UNLISTED")
+    secret = token("UNLISTED")
     ws.write("conf/.env", secret + "\n")
     ws.write("conf/deeper/.env", secret + "\n")
     (ws.repo / "conf").chmod(0o311)
@@ -65,7 +60,7 @@ def test_a_gitignore_git_cannot_read_refuses_the_launch(ws, firejail):
     ws.write("keys/README", "KEYS-README\n")
     ws.write("keys/.gitignore", "*.pem\n")
     commit(ws, "keys/README", "keys/.gitignore")
-    secret = _token("PEM")
+    secret = token("PEM")
     ws.write("keys/server.pem", secret + "\n")
     (ws.repo / "keys" / ".gitignore").chmod(0o000)
     marker = ws.base / "ran"
@@ -165,12 +160,12 @@ def test_ignored_or_blocked_fifos_and_sockets_are_hidden(ws, firejail, feeder):
     ws.write(".ai-sandbox.toml", 'block = ["*.fifo"]\n')
     commit(ws, ".gitignore", "src/app.py", ".ai-sandbox.toml")
     (ws.repo / "scratch" / "deep").mkdir(parents=True)  # an untracked directory: git walks it, lists it whole
-    secrets = {rel: _token("SPECIAL") for rel in ("src/in.pipe", "scratch/deep/out.pipe", "src/blocked.fifo")}
+    secrets = {rel: token("SPECIAL") for rel in ("src/in.pipe", "scratch/deep/out.pipe", "src/blocked.fifo")}
     for rel, value in secrets.items():
         feeder.fifo(ws.repo / rel, value)
-    sock_secret = _token("SOCKET")
+    sock_secret = token("SOCKET")
     feeder.sock(ws.repo / "src" / "agent.sock", sock_secret)
-    control = _token("VISIBLE")
+    control = token("VISIBLE")
     feeder.fifo(ws.repo / "src" / "open-fifo", control)
     (ws.base / "read_sock.py").write_text(READ_SOCK)
     script = " ; ".join(f"timeout 3 cat {rel}" for rel in [*secrets, "src/open-fifo"])
@@ -217,7 +212,7 @@ def test_git_crypt_files_marked_outside_the_repository_attributes_are_hidden(ws,
         user_attrs.write_text("[attr]secret filter=git-crypt diff=git-crypt\n")
         ws.write(".gitattributes", "*.key secret\n")
         commit(ws, ".gitattributes")
-    secret = _token("CRYPTED")
+    secret = token("CRYPTED")
     ws.write("deploy.key", secret + "\n")
     assert "deploy.key" in _crypt_status(ws), "the setup must make git-crypt list the file"
     res = inside(ws, "cat deploy.key README.md")
@@ -253,7 +248,7 @@ def test_git_crypt_key_of_a_deinitialised_submodule_is_hidden(ws, firejail):
 def test_block_patterns_reach_files_inside_untracked_directories(ws, firejail):
     """Found by the red team: git lists an untracked directory as one entry (`svc/`), so `block = [".env",
     "*.pem", "secrets/"]` never saw `svc/.env`: a new service not yet committed was readable whole."""
-    a, b, c = _token("ENVSECRET"), _token("PEMSECRET"), _token("DIRSECRET")
+    a, b, c = token("ENVSECRET"), token("PEMSECRET"), token("DIRSECRET")
     ws.write(".ai-sandbox.toml", 'block = ["*.pem", ".env", "secrets/"]\n')
     commit(ws, ".ai-sandbox.toml")
     ws.write("svc/.env", a + "\n")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets as _random
 import shutil
 import subprocess
 import tempfile
@@ -20,13 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, Workspace
+from tests.conftest import Result, Workspace, token
 
 pytestmark = pytest.mark.sandbox
-
-
-def _token(prefix: str) -> str:
-    return f"{prefix}-{_random.token_hex(8)}"
 
 
 def _one_line_refusal(res: Result, *words: str) -> None:
@@ -66,7 +61,7 @@ def system_dir():
 
 
 def _secret_file(d: Path, name: str) -> str:
-    value = _token("SYSSECRET")
+    value = token("SYSSECRET")
     (d / name).write_text(value + "\n")
     (d / name).chmod(0o644)  # readable by the test user outside the sandbox: only the mask stops it
     return value
@@ -167,7 +162,7 @@ def _separate_git_dir(ws: Workspace, parent: Path) -> tuple[Path, str]:
     shutil.move(str(ws.repo / ".git"), gitdir)
     (ws.repo / ".git").write_text(f"gitdir: {gitdir}\n")
     ws.git("config", "core.worktree", str(ws.repo))
-    key = _token("GITCRYPTKEY")
+    key = token("GITCRYPTKEY")
     (gitdir / "git-crypt" / "keys").mkdir(parents=True)
     (gitdir / "git-crypt" / "keys" / "default").write_text(key + "\n")
     if ws.user:
@@ -207,7 +202,7 @@ def test_a_project_under_var_tmp_or_dev_shm_refuses(ws, firejail, system_dir, pa
     root.mkdir()
     ws.git("init", "-q", "-b", "main", cwd=root)
     (root / ".gitignore").write_text(".env\n")
-    (root / ".env").write_text(_token("ENVSECRET") + "\n")
+    (root / ".env").write_text(token("ENVSECRET") + "\n")
     if ws.user:
         subprocess.run(["chown", "-R", f"{ws.user.uid}:{ws.user.gid}", str(base)], check=True)
     marker = ws.base / "ran"
@@ -239,7 +234,7 @@ def test_git_dir_pointing_at_another_repository_refuses(ws, firejail, where):
     ignored — both readable. Now the launch refuses, naming the variable."""
     _ignore(ws, ".env\n")
     ws.write("src/app.py", "APP\n")
-    secret = _token("ENVSECRET")
+    secret = token("ENVSECRET")
     ws.write(".env", secret + "\n")
     other = _other_repo(ws, {".env": "tracked there\n"})
     cwd = ws.repo if where == "root" else ws.repo / "src"
@@ -255,7 +250,7 @@ def test_a_git_dir_that_fails_refuses_instead_of_not_in_git(ws, firejail):
     """GIT_DIR naming no repository made git answer "not a git repository", read as "not in git: only
     global blocks apply" — every ignored secret readable."""
     _ignore(ws, ".env\n")
-    secret = _token("ENVSECRET")
+    secret = token("ENVSECRET")
     ws.write(".env", secret + "\n")
     env = {"GIT_DIR": str(ws.base / "no-such-repo")}
     marker = ws.base / "ran"
@@ -268,7 +263,7 @@ def test_git_variables_launch_only_when_they_select_the_tree_git_finds_without_t
     """An index of its own (GIT_INDEX_FILE) in which `.env` is tracked made it "not ignored", readable: now
     refused. GIT_DIR and GIT_WORK_TREE naming the project itself: the launch runs and hides as usual."""
     _ignore(ws, ".env\n")
-    secret = _token("ENVSECRET")
+    secret = token("ENVSECRET")
     ws.write(".env", secret + "\n")
     index = ws.base / "other-index"
     shutil.copy(ws.repo / ".git" / "index", index)

@@ -13,7 +13,6 @@ Each secret is a fresh random string; finding it in the output means it was read
 from __future__ import annotations
 
 import os
-import secrets as _random
 import subprocess
 from pathlib import Path
 
@@ -23,13 +22,9 @@ from ai_sandbox.backends import Settings
 from ai_sandbox.backends.firejail import Firejail
 from ai_sandbox.launch import make_dirs, write_files
 from ai_sandbox.policy import IGNORED, Mask, Policy
-from tests.conftest import AIS, Result, Workspace, _chown, require
+from tests.conftest import AIS, Result, Workspace, _chown, plant_env, require, token
 
 pytestmark = pytest.mark.sandbox
-
-
-def _token(prefix: str) -> str:
-    return f"{prefix}-{_random.token_hex(8)}"
 
 
 def _as(ws: Workspace, argv: list[str]) -> list[str]:
@@ -67,15 +62,6 @@ def _refused(res: Result, *secrets: str) -> None:
     assert "AGENT-RAN" not in res.out
 
 
-def _plant(ws: Workspace) -> str:
-    secret = _token("ENVSECRET")
-    ws.write(".gitignore", ".env\n")
-    ws.git("add", ".gitignore")
-    ws.git("commit", "-qm", "ignore")
-    ws.write(".env", secret + "\n")
-    return secret
-
-
 # --- firejail that does not sandbox -----------------------------------------------------------------------
 
 
@@ -86,7 +72,7 @@ def test_firejail_running_unsandboxed_in_a_pid_namespace_is_stopped(ws, firejail
     if not ws.user and os.geteuid() != 0:
         pytest.skip("unshare --pid needs root; as a user this case is covered by the root run")
     require("unshare")
-    secret = _plant(ws)
+    secret = plant_env(ws)
     agent = [AIS, "--", "sh", "-c", "echo AGENT-RAN; cat .env"]
     if ws.user:
         _chown(ws.base, ws.user)
@@ -99,7 +85,7 @@ def test_doctor_explain_and_dry_run_say_firejail_does_not_sandbox_here(ws_self, 
     if os.geteuid() != 0:
         pytest.skip("unshare --pid needs root")
     require("unshare")
-    _plant(ws_self)
+    plant_env(ws_self)
     pid_ns = ["unshare", "--pid", "--fork", "--mount-proc"]
     doctor = _run(ws_self, [*pid_ns, AIS, "doctor"])
     assert doctor.rc == 69
@@ -118,7 +104,7 @@ def test_doctor_explain_and_dry_run_say_firejail_does_not_sandbox_here(ws_self, 
 
 def test_a_name_with_a_run_of_blanks_is_hidden(ws, firejail):
     """Old code wrote `blacklist …/secret  file.txt`; firejail read `secret file.txt` and masked nothing."""
-    a, b = _token("FILESECRET"), _token("DIRSECRET")
+    a, b = token("FILESECRET"), token("DIRSECRET")
     ws.write(".gitignore", "*  file.txt\nsecret  dir/\n")
     ws.git("add", ".gitignore")
     ws.git("commit", "-qm", "ignore")
@@ -133,7 +119,7 @@ def test_a_name_with_a_run_of_blanks_is_hidden(ws, firejail):
 def test_a_run_of_blanks_in_the_project_root_refuses(ws, firejail):
     """Every mask line of a project in `my  project/` named a path firejail never saw (old code: the
     secret was printed). Nothing in the project can be hidden exactly, and the root must stay visible."""
-    secret = _token("ROOTSECRET")
+    secret = token("ROOTSECRET")
     root = ws.base / "my  project"
     root.mkdir()
     ws.git("init", "-q", cwd=root)
@@ -150,7 +136,7 @@ def test_a_run_of_blanks_in_ai_sandboxs_own_directories_refuses(ws, firejail, va
     """The config, the hidden-paths record and the generated profile are read-only inside; with two
     blanks in their path the read-only line did nothing (old code: the session could rewrite the next
     one's rules, or the launch went on silently)."""
-    _plant(ws)
+    plant_env(ws)
     odd = ws.home / "odd  dir"
     odd.mkdir()
     env = ws.env({var: str(odd)})
@@ -183,7 +169,7 @@ def _policy(ws: Workspace, *masks: tuple[str, bool]) -> Policy:
 
 
 def test_the_check_passes_a_faithful_profile_and_the_environment_arrives_exactly(ws, firejail):
-    secret = _plant(ws)
+    secret = plant_env(ws)
     plan = _plan(ws, _policy(ws, (".env", False)), 'echo AGENT-RAN; cat .env; printf "%s|" "$TMPDIR" "$ODD"; env')
     plan.env.update(TMPDIR="/tmp/x y", ODD="a\nb\\c")  # firejail strips TMPDIR; the check puts it back
     from ai_sandbox import verify
@@ -206,7 +192,7 @@ def test_the_check_passes_a_faithful_profile_and_the_environment_arrives_exactly
     ],
 )
 def test_the_check_stops_a_profile_that_does_less_than_the_policy(ws, firejail, mangle):
-    secret = _plant(ws)
+    secret = plant_env(ws)
     plan = _plan(ws, _policy(ws, (".env", False)), "echo AGENT-RAN; cat .env", profile_filter=mangle)
     res = _run(ws, plan.argv, env=plan.env)
     _refused(res, secret)
@@ -214,7 +200,7 @@ def test_the_check_stops_a_profile_that_does_less_than_the_policy(ws, firejail, 
 
 def test_the_check_stops_a_project_the_sandbox_does_not_show(ws, firejail):
     """firejail's /var/tmp is private: the agent would start in $HOME instead of the project."""
-    base = Path("/var/tmp") / f"ais-check-{_random.token_hex(4)}"
+    base = Path("/var/tmp") / token("ais-check")
     base.mkdir()
     try:
         (base / "app.txt").write_text("APP\n")
@@ -232,11 +218,33 @@ def test_the_check_stops_a_project_the_sandbox_does_not_show(ws, firejail):
 def test_an_ignored_symlink_loop_is_no_reason_to_refuse(ws, firejail):
     """Found by the red team: a link that leads nowhere (here to itself) cannot be masked by firejail, and
     the check refused (exit 69) although nothing can be read through it."""
-    secret = _plant(ws)
+    secret = plant_env(ws)
     ws.write(".gitignore", ".env\n*.lnk\n")
     ws.git("add", ".gitignore")
     ws.git("commit", "-qm", "ignore links")
     os.symlink("loop.lnk", ws.repo / "loop.lnk")
     res = _run(ws, [AIS, "--", "sh", "-c", "echo AGENT-RAN; cat .env loop.lnk; true"])
+    assert res.rc == 0, res.err
+    assert "AGENT-RAN" in res.out and secret not in res.out + res.err
+
+
+@pytest.mark.parametrize("tool", ["firejail", "git"])
+def test_a_firejail_or_git_planted_on_path_is_never_run(ws, firejail, tool):
+    """Found by the red team: `~/.local/bin` comes first on Debian's PATH and a session can write it. A
+    `firejail` planted there that runs its command directly (the launch check never starts, so nothing
+    can refuse), or a `git` that lists nothing ignored, ran the next launch unprotected. ai-sandbox runs
+    the system's own (tools.SYSTEM_PATH)."""
+    secret = plant_env(ws)
+    bindir = ws.home / ".local" / "bin"
+    bindir.mkdir(parents=True)
+    fake = {
+        "firejail": '#!/bin/sh\nwhile [ "$1" != -- ]; do shift; done; shift\n'
+        'case "$1" in *python*) shift 4;; esac\nexec "$@"\n',
+        "git": f'#!/bin/sh\nfor a; do case "$a" in ls-files|check-attr) exit 0;; esac; done\nexec {require("git")} "$@"\n',
+    }[tool]
+    (bindir / tool).write_text(fake)
+    (bindir / tool).chmod(0o755)
+    env = ws.env({"PATH": f"{bindir}:{os.environ['PATH']}"})
+    res = _run(ws, [AIS, "--", "sh", "-c", "echo AGENT-RAN; cat .env; true"], env=env)
     assert res.rc == 0, res.err
     assert "AGENT-RAN" in res.out and secret not in res.out + res.err

@@ -10,28 +10,14 @@ from __future__ import annotations
 
 import json
 import os
-import secrets as _random
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, Workspace
+from tests.conftest import Result, Workspace, plant_env, token
 
 pytestmark = pytest.mark.sandbox
-
-
-def _token(prefix: str) -> str:
-    return f"{prefix}-{_random.token_hex(8)}"
-
-
-def _plant(ws: Workspace) -> str:
-    secret = _token("ENVSECRET")
-    ws.write(".gitignore", ".env\n")
-    ws.git("add", ".gitignore")
-    ws.git("commit", "-qm", "ignore")
-    ws.write(".env", secret + "\n")
-    return secret
 
 
 def _generated(ws: Workspace) -> dict[str, str]:
@@ -49,7 +35,7 @@ def _show(res: Result) -> Result:
 
 def test_a_session_cannot_change_the_next_launchs_generated_files(ws, firejail):
     """Old code: the cache directory was writable inside; a session could plant the next profile."""
-    secret = _plant(ws)
+    secret = plant_env(ws)
     files = _generated(ws)
     cache = Path(next(iter(files))).parent
     before = {p: Path(p).read_bytes() for p in files}
@@ -69,7 +55,7 @@ def test_a_session_cannot_change_the_next_launchs_generated_files(ws, firejail):
 @pytest.mark.parametrize("kind", ["directory", "fifo", "symlink"])
 def test_what_stands_at_a_generated_files_path_is_replaced_not_used(ws, firejail, kind):
     """Old code: a directory there made the launch exit 70, a FIFO made it hang, a link was followed."""
-    secret = _plant(ws)
+    secret = plant_env(ws)
     files = _generated(ws)
     decoy = ws.base / "decoy.profile"
     decoy.write_text("quiet\n")  # a profile that hides nothing
@@ -96,7 +82,7 @@ def test_what_stands_at_a_generated_files_path_is_replaced_not_used(ws, firejail
 def test_a_hidden_project_config_cannot_be_read_back_from_the_parse_cache(ws, firejail):
     """Old code: the parse cache under ~/.local/state/ai-sandbox/parsed/ held the raw bytes of every
     config file, readable inside, including a git-ignored `.ai-sandbox.toml`."""
-    secret = _token("CONFSECRET")
+    secret = token("CONFSECRET")
     ws.write(".gitignore", ".env\n.ai-sandbox.toml\n")
     ws.git("add", ".gitignore")
     ws.git("commit", "-qm", "ignore")
@@ -153,7 +139,7 @@ def test_a_session_cannot_move_ais_own_directories_aside(ws, firejail, moved):
     record (the next launch un-hid .env unasked), its own agent profile (whose `allow` the record
     trusts), its own generated profile. Every directory above them that the agent could rename is now a
     mount point (EBUSY)."""
-    secret = _plant(ws)
+    secret = plant_env(ws)
     stub = ws.base / "bin" / "claude"
     stub.parent.mkdir()
     stub.write_text('#!/bin/sh\nexec sh -c "$@"\n')

@@ -11,19 +11,14 @@ secret or a FIFO.
 from __future__ import annotations
 
 import os
-import secrets as _random
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, Workspace
+from tests.conftest import Result, Workspace, token
 
 pytestmark = pytest.mark.sandbox
-
-
-def _token(prefix: str) -> str:
-    return f"{prefix}-{_random.token_hex(8)}"
 
 
 def _show(res: Result) -> Result:
@@ -63,7 +58,7 @@ MOVES = {
 
 @pytest.mark.parametrize("move", list(MOVES))
 def test_renaming_a_visible_parent_cannot_reveal_the_secret_next_time(ws, firejail, move):
-    secret = _token("KEYSECRET")
+    secret = token("KEYSECRET")
     ws.write(".gitignore", "/config/master.key\n")
     ws.write("config/app.yml", "visible\n")
     ws.git("add", ".")
@@ -81,7 +76,7 @@ def test_renaming_a_visible_parent_cannot_reveal_the_secret_next_time(ws, fireja
 
 def test_moving_a_directory_into_a_dependency_directory_is_refused(ws, firejail):
     """node_modules/ is kept readable by the built-in allowlist: the secret's directory moved in there."""
-    secret = _token("SVCSECRET")
+    secret = token("SVCSECRET")
     ws.write(".gitignore", "/services/.env\nnode_modules/\n")
     ws.write("services/app.js", "visible\n")
     ws.git("add", ".")
@@ -96,7 +91,7 @@ def test_moving_a_directory_into_a_dependency_directory_is_refused(ws, firejail)
 
 def test_git_init_in_the_launch_directory_is_refused(ws, firejail):
     """The next launch from sub/ has a new root with no record of its own: the enclosing one applies."""
-    inner, outer = _token("SUBSECRET"), _token("TOPSECRET")
+    inner, outer = token("SUBSECRET"), token("TOPSECRET")
     ws.write(".gitignore", ".env\n")
     ws.write("sub/keep.txt", "visible\n")
     ws.git("add", ".")
@@ -115,7 +110,7 @@ def test_git_init_in_the_launch_directory_is_refused(ws, firejail):
 
 def test_moving_the_work_tree_up_is_refused(ws, firejail):
     """`core.worktree` pointing above the repository, and a repository there: a new, enclosing root."""
-    secret, key = _token("ENVSECRET"), _token("KEYSECRET")
+    secret, key = token("ENVSECRET"), token("KEYSECRET")
     ws.write(".gitignore", ".env\n/config/master.key\n")
     ws.write("config/app.yml", "visible\n")
     ws.git("add", ".")
@@ -131,7 +126,7 @@ def test_moving_the_work_tree_up_is_refused(ws, firejail):
 def test_a_project_rule_imitating_a_profile_is_not_exempt(ws, firejail):
     """The rule text `[.(profile ]env (.ai-sandbox.toml:1)` holds "(profile ": old code took it for the
     agent's profile, which the record lets through."""
-    secret = _token("ENVSECRET")
+    secret = token("ENVSECRET")
     ws.write(".gitignore", ".env\n")
     ws.git("add", ".")
     ws.git("commit", "-qm", "ignore")
@@ -147,7 +142,7 @@ def test_a_project_rule_imitating_a_profile_is_not_exempt(ws, firejail):
 
 def test_a_project_config_linked_to_a_secret_is_refused_and_never_cached(ws, firejail):
     """A `.env` of KEY="v" lines is valid TOML: old code parsed it and kept its bytes in the parse cache."""
-    secret = _token("ENVSECRET")
+    secret = token("ENVSECRET")
     ws.write(".gitignore", ".env\n")
     ws.git("add", ".")
     ws.git("commit", "-qm", "ignore")

@@ -12,11 +12,11 @@ from __future__ import annotations
 import csv
 import io
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
 
+from ai_sandbox import tools
 from ai_sandbox.backends import LaunchPlan, Settings
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.policy import Policy
@@ -50,12 +50,12 @@ class Docker:
         self.settings = settings
         self.engine = settings.engine or "docker"
         self.image = settings.image or "ai-sandbox-agent"
-        self.executable = shutil.which(self.engine)
+        self.executable = tools.find(self.engine)
 
     def unavailable(self) -> UnavailableError | None:
         if self.executable is None:
             return UnavailableError(
-                f"{self.engine} is not installed (not found on PATH)",
+                f"{self.engine} is not installed (looked in {tools.where()})",
                 "install Docker Desktop (macOS) or docker/podman, or choose another with --engine",
             )
         proc = self._engine(["image", "inspect", "--format", "{{.Id}}", self.image])

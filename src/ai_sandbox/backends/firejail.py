@@ -16,6 +16,7 @@ import re
 import shutil
 from collections.abc import Mapping
 
+from ai_sandbox import tools
 from ai_sandbox.backends import LaunchPlan, Settings
 from ai_sandbox.errors import PolicyError, UnavailableError
 from ai_sandbox.policy import Policy
@@ -56,13 +57,13 @@ class Firejail:
     max_masks = 30_000
 
     def __init__(self, settings: Settings | None = None, user: tuple[int, int] | None = None) -> None:
-        self.executable = shutil.which("firejail")
+        self.executable = tools.find("firejail")
         self.settings = settings or Settings()
         self.user = user  # (uid, gid) the sandbox runs as, when not this process's (tests plan for another user)
 
     def unavailable(self) -> UnavailableError | None:
         if self.executable is None:
-            return UnavailableError("firejail is not installed (not found on PATH)", install_hint())
+            return UnavailableError(f"firejail is not installed (looked in {tools.where()})", install_hint())
         return None
 
     def probe(self, env: Mapping[str, str]) -> UnavailableError | None:

@@ -258,7 +258,7 @@ def run(req: Request) -> int:
     if prepared.policy.masks:
         from ai_sandbox import watch  # noqa: PLC0415
 
-        watch.start(prepared.policy, prepared.on_hidden_change)
+        watch.start(prepared.policy, prepared.on_hidden_change, state.moved_log(req.env, prepared.policy.root))
     _exec(prepared.plan.argv, prepared.plan.env)
     return 127  # not reached
 

@@ -32,6 +32,7 @@ decided by the pattern's origin, never by its text.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections.abc import Mapping
@@ -57,6 +58,11 @@ def _prefix(root: str) -> str:
 
 def record_path(env: Mapping[str, str], root: str) -> str:
     return os.path.join(state_dir(env), "hidden", _prefix(root))
+
+
+def moved_log(env: Mapping[str, str], root: str) -> str:
+    """Where the watcher notes hidden paths that vanished during a session (watch.py)."""
+    return record_path(env, root) + ".moved"
 
 
 def _index_path(env: Mapping[str, str]) -> str:
@@ -204,7 +210,9 @@ def _related(
 # --- judging a record against this launch's policy ----------------------------------------------------------
 
 
-def _judge(policy: Policy, sources: list[tuple[str, bytes | None]], ids: dict[str, bytes]) -> list[tuple[str, str]]:
+def _judge(
+    policy: Policy, sources: list[tuple[str, bytes | None]], ids: dict[str, bytes], env: Mapping[str, str]
+) -> list[tuple[str, str]]:
     """(what would be readable, why) for every recorded path of these (root, record) pairs."""
     kept = _kept_by_code(policy)
     lost: list[tuple[str, str]] = []
@@ -221,15 +229,21 @@ def _judge(policy: Policy, sources: list[tuple[str, bytes | None]], ids: dict[st
             if policy.hidden(p) is None and not _under(p, kept) and os.path.lexists(p):
                 lost.append((p, why))
     if wanted:
-        lost += _moved(policy, wanted)
+        found, nowhere = _moved(policy, wanted)
+        lost += found
+        if nowhere:  # deleted, or moved out of the project: the watcher saw which vanished in a session
+            seen = set(load(moved_log(env, policy.root)))
+            why = "a directory above it was moved away during a session, out of the project"
+            lost += [(p, why) for p in nowhere if p in seen]
     return lost
 
 
-def _moved(policy: Policy, wanted: dict[bytes, list[str]]) -> list[tuple[str, str]]:
-    """Recorded paths whose directory now stands elsewhere in the project, readable there. A walk of what
-    the sandbox shows: hidden directories are skipped (what moved into one is hidden still), links are not
-    followed, and the walk stops once every directory is found. Inode numbers come from the directory
-    listing (no stat per entry); a match is confirmed by its device."""
+def _moved(policy: Policy, wanted: dict[bytes, list[str]]) -> tuple[list[tuple[str, str]], list[str]]:
+    """Recorded paths whose directory now stands elsewhere in the project, readable there; and the
+    recorded paths whose directory is nowhere in the project. A walk of what the sandbox shows: hidden
+    directories are skipped (what moved into one is hidden still), links are not followed, and the walk
+    stops once every directory is found. Inode numbers come from the directory listing (no stat per
+    entry); a match is confirmed by its device."""
     by_ino: dict[int, list[tuple[int, list[str]]]] = {}
     for pid, paths in wanted.items():
         dev, _, ino = pid.partition(b":")
@@ -253,7 +267,7 @@ def _moved(policy: Policy, wanted: dict[bytes, list[str]]) -> list[tuple[str, st
                 except OSError:
                     continue
                 stack.append(e.path)
-    return lost
+    return lost, [p for hits in by_ino.values() for _, paths in hits for p in paths]
 
 
 def _found(
@@ -299,7 +313,7 @@ def _examine(policy: Policy, env: Mapping[str, str], cwd: str) -> tuple[Record, 
     if before == now and not others:  # the usual launch: the same masks as last time, nothing moved
         return rec, []
     sources = [(root, before)] + [(r, _read(record_path(env, r))) for r in others]
-    return rec, _judge(policy, sources, ids)
+    return rec, _judge(policy, sources, ids, env)
 
 
 def check(policy: Policy, env: Mapping[str, str], cwd: str = "") -> Record:
@@ -329,6 +343,11 @@ def _write(path: str, content: bytes) -> None:
     os.replace(tmp, path)
 
 
+def _drop(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
 def _update_index(index: str, change) -> None:  # noqa: ANN001 — (roots, cwds) -> None
     """Read-modify-write under a lock: two launches at once must not drop each other's roots."""
     import fcntl  # noqa: PLC0415 — only when the index changes
@@ -345,9 +364,11 @@ def _update_index(index: str, change) -> None:  # noqa: ANN001 — (roots, cwds)
 
 
 def record(rec: Record) -> None:
-    """Remember this launch's masks (rewritten only when they changed), its root and where it ran from."""
+    """Remember this launch's masks (rewritten only when they changed), its root and where it ran from.
+    What the watcher noted as moved away is settled once a launch passed the check."""
     if not rec.unchanged:
         _write(rec.path, rec.content)
+        _drop(rec.path + ".moved")
     if rec.index:
 
         def change(roots: dict[str, bytes], cwds: dict[str, str]) -> None:
@@ -369,6 +390,7 @@ def forget(env: Mapping[str, str], root: str, cwd: str = "") -> int:
     before = _read(path)
     n = (before is not None) + len(_related(roots, cwds, root, _dir_id(root, ids), cwd, before is None))
     _write(path, MAGIC)
+    _drop(path + ".moved")
 
     def change(roots: dict[str, bytes], cwds: dict[str, str]) -> None:
         roots[root] = ids[root]

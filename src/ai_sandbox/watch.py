@@ -6,6 +6,11 @@ it, the kernel detaches the mask inside the sandbox and the new content is reada
 watcher, forked before the exec, notices such a change (inotify on the masks' directories, and a full
 re-check every few seconds for what inotify cannot see, such as a renamed ancestor) and ends the session,
 or only warns when the user chose `on_hidden_change = "warn"`. It exits as soon as the sandbox does.
+
+A hidden path that vanishes during the session cannot have been deleted from inside (a mask is a mount
+point): a directory above it was moved, maybe out of the project, where the next launch would not look
+for it. The watcher notes each such path in `moved_log`, and the next launch refuses if it cannot find
+where it went (state.py).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ _IN_ONLYDIR, _IN_NONBLOCK, _IN_CLOEXEC = 0x01000000, 0o4000, 0o2000000
 _EVENT = struct.Struct("iIII")
 
 
-def start(policy: Policy, mode: str) -> None:
+def start(policy: Policy, mode: str, moved_log: str = "") -> None:
     """Fork the watcher for this process, which is about to become the sandbox; returns in the parent."""
     if mode == "off" or not policy.masks:
         return
@@ -41,7 +46,7 @@ def start(policy: Policy, mode: str) -> None:
         return
     code = 0
     try:
-        _child(paths, target, mode)
+        _child(paths, target, mode, moved_log)
     except BaseException:  # noqa: BLE001 — a watcher must never print a traceback over the agent's screen
         code = 1
     finally:
@@ -56,7 +61,7 @@ def _ident(path: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def _child(paths: list[str], target: int, mode: str) -> None:
+def _child(paths: list[str], target: int, mode: str, moved_log: str = "") -> None:
     for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP):
         signal.signal(sig, signal.SIG_IGN)  # Ctrl-C is for the agent; the watcher must outlive it
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -67,16 +72,17 @@ def _child(paths: list[str], target: int, mode: str) -> None:
     alive = _liveness(target)
     ifd, by_wd = _inotify(paths)
     fds = [f for f in (alive, ifd) if f is not None]
+    gone: set[str] = set()
     while True:
         ready, _, _ = select.select(fds, [], [], RECHECK if alive is not None else 0.5)
-        if alive is None and os.getppid() != target:
-            return
-        if alive in ready:
-            return
+        if (alive is None and os.getppid() != target) or alive in ready:
+            _note_moved([p for p in paths if known[p] is not None and _ident(p) is None], gone, moved_log)
+            return  # the sandbox ended: a last look for what moved in its final seconds
         suspects = paths
         if ifd in ready:
             touched = _events(ifd, by_wd, known)
             suspects = paths if touched is None else touched
+        _note_moved([p for p in suspects if known[p] is not None and _ident(p) is None], gone, moved_log)
         for path in suspects:
             now = _ident(path)
             if now is not None and now != known[path] and path not in reported:
@@ -84,6 +90,18 @@ def _child(paths: list[str], target: int, mode: str) -> None:
                 _act(path, target, mode, alive)
                 if mode != "warn":
                     return
+
+
+def _note_moved(vanished: list[str], gone: set[str], moved_log: str) -> None:
+    """Append hidden paths that vanished (NUL-terminated) to the log the next launch reads."""
+    new = [p for p in vanished if p not in gone]
+    if not new or not moved_log:
+        return
+    gone.update(new)
+    with contextlib.suppress(OSError):
+        os.makedirs(os.path.dirname(moved_log), mode=0o700, exist_ok=True)
+        with open(moved_log, "ab") as f:
+            f.write(b"".join(os.fsencode(p) + b"\0" for p in new))
 
 
 def _liveness(target: int) -> int | None:

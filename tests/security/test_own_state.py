@@ -158,3 +158,50 @@ def test_a_session_cannot_move_ais_own_directories_aside(ws, firejail, moved):
     assert (ws.home / moved).is_dir() and not (ws.home / f"{moved}.moved").exists()
     second = _show(ws.run("claude", "cat .env; true", env=path))
     assert secret not in second.out + second.err
+
+
+def test_a_link_on_the_way_to_ais_own_directories_refuses(ws, firejail):
+    """Found by the second red-team round: with `~/.config -> dotfiles/config`, only the link's target was
+    protected; a session replaced the link by a directory holding its own agent profile (whose `allow`
+    the record trusts), and the next session read the secret."""
+    secret = plant_env(ws)
+    target = ws.home / "dotfiles" / "config"
+    target.mkdir(parents=True)
+    (ws.home / ".config" / "ai-sandbox").rmdir()
+    (ws.home / ".config").rmdir()
+    (ws.home / ".config").symlink_to(target)
+    stub = ws.base / "bin" / "claude"
+    stub.parent.mkdir()
+    stub.write_text('#!/bin/sh\nexec sh -c "$@"\n')
+    stub.chmod(0o755)
+    env = {"PATH": f"{stub.parent}:{os.environ['PATH']}"}
+    first = _show(ws.run("claude", "echo AGENT-RAN", env=env))
+    assert first.rc == 69 and "AGENT-RAN" not in first.out
+    assert ".config is a symlink" in first.err and len(first.err.strip().splitlines()) == 1
+    attack = (
+        'rm "$HOME/.config" && mkdir -p "$HOME/.config/ai-sandbox/profiles" &&'
+        ' printf "allow = [\\".env\\"]\\n" > "$HOME/.config/ai-sandbox/profiles/claude.toml"; true'
+    )
+    _show(ws.run("claude", attack, env=env))
+    second = _show(ws.run("claude", "cat .env; true", env=env))
+    assert secret not in second.out + second.err
+
+
+def test_what_a_link_in_the_config_leads_to_is_read_only_inside(ws, firejail):
+    """A profiles directory kept in a dotfiles checkout (`profiles -> ~/dotfiles/profiles`): the config is
+    read-only inside, the link's target was not, and a profile written there was trusted next time."""
+    secret = plant_env(ws)
+    target = ws.home / "dotfiles" / "profiles"
+    target.mkdir(parents=True)
+    (ws.home / ".config" / "ai-sandbox" / "profiles").symlink_to(target)
+    stub = ws.base / "bin" / "claude"
+    stub.parent.mkdir()
+    stub.write_text('#!/bin/sh\nexec sh -c "$@"\n')
+    stub.chmod(0o755)
+    env = {"PATH": f"{stub.parent}:{os.environ['PATH']}"}
+    assert _show(ws.run("claude", "true", env=env)).rc == 0
+    attack = f'printf "allow = [\\".env\\"]\\n" > "{target}/claude.toml" && echo PLANTED; true'
+    res = _show(ws.run("claude", attack, env=env))
+    assert "PLANTED" not in res.out
+    second = _show(ws.run("claude", "cat .env; true", env=env))
+    assert secret not in second.out + second.err

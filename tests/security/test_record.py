@@ -172,3 +172,38 @@ def test_a_project_config_that_is_a_fifo_neither_hangs_nor_is_skipped(ws, fireja
     res = _show(ws.run("--", "sh", "-c", "echo @@read; true", timeout=20))
     assert res.rc != 0 and "@@read" not in res.out
     assert "not a regular file" in _one_line(res) and ".ai-sandbox.toml" in res.err
+
+
+def test_moving_a_directory_out_of_the_project_is_refused(ws, firejail):
+    """Found by the second red-team round: `mv svc ../stash` from inside moved the masked `svc/.env` out
+    of the project, where the next launch did not look (the search walks the project): the next session
+    read it. A mask is a mount point, so a hidden path that vanishes during a session was moved, never
+    deleted: the watcher notes it, and the next launch refuses for what it cannot find."""
+    secret = token("SVCSECRET")
+    ws.write(".gitignore", ".env\n")
+    ws.write("svc/app.py", "visible\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "svc")
+    ws.write("svc/.env", secret + "\n")
+    outside = ws.base / "outside"
+    outside.mkdir()
+    _session(ws, f"mv svc '{outside}/stash'")
+    assert (outside / "stash" / ".env").read_text() == secret + "\n"  # the move really happened
+    res = _show(ws.run("--", "sh", "-c", f"echo @@read; cat '{outside}/stash/.env'; true"))
+    _refused_or_blind(res, secret)
+    assert res.rc == 65 and "moved away during a session" in res.err
+    assert ws.run("accept").rc == 0
+    assert _show(ws.run("--", "true")).rc == 0
+
+
+def test_a_directory_deleted_outside_a_session_is_no_reason_to_refuse(ws, firejail):
+    """The user's own `rm -rf svc` between sessions: nothing vanished during a session, so nothing is
+    refused (deleted or moved out cannot be told apart afterwards; only the watcher sees a move)."""
+    ws.write(".gitignore", ".env\n")
+    ws.write("svc/app.py", "visible\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "svc")
+    ws.write("svc/.env", token("SVCSECRET") + "\n")
+    assert ws.run("--", "true").rc == 0
+    subprocess.run(["rm", "-rf", str(ws.repo / "svc")], check=True)
+    assert _show(ws.run("--", "true")).rc == 0

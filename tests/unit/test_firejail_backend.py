@@ -103,3 +103,18 @@ def test_the_launch_check_reads_mount_points_as_mountinfo_escapes_them(tmp_path)
     points = verify.mount_points(str(info))
     assert verify._escaped("/home/u") in points and verify._escaped("/home/u/my dir\\x\ty") in points
     assert verify._escaped("/home") not in points
+
+
+def test_code_in_the_project_stays_writable_only_in_ai_sandboxs_own_checkout(tmp_path):
+    """Found by the second red-team round: a HOME that is a git repository (dotfiles) made a pipx or
+    `pip --user` install count as "inside the project", and its code writable inside."""
+    import ai_sandbox
+
+    package = os.path.realpath(os.path.dirname(ai_sandbox.__file__))
+    env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_CACHE_HOME": str(tmp_path / "k")}
+    enclosing = os.path.dirname(package)
+    covered = lambda own: any(package == p or package.startswith(p + "/") for p in own.protect)  # noqa: E731
+    assert covered(own_files(env, fj.unexpressible, root=enclosing))  # no pyproject of ours there
+    checkout = os.path.dirname(os.path.dirname(package))  # src/ai_sandbox -> the checkout, when it is one
+    if os.path.isfile(os.path.join(checkout, "pyproject.toml")):
+        assert not covered(own_files(env, fj.unexpressible, root=checkout))

@@ -245,37 +245,88 @@ class OwnFiles:
 
 def own_files(env: Mapping[str, str], unexpressible, root: str = "", user: tuple[int, int] | None = None) -> OwnFiles:  # noqa: ANN001
     """Read-only: the config, the state and the cache (a session must not rewrite the next one's rules, its
-    record of what was hidden, or the generated profile and launch check), and the code the next launch
-    runs — ai-sandbox's package, its environment (sys.prefix), the interpreter's installation, the shipped
-    profiles — unless it lives in the project itself (a checkout of ai-sandbox being worked on). Hidden:
-    the parsed-config cache (parses of config files, which may be hidden ones). Anchored: every directory
+    record of what was hidden, or the generated profile and launch check), what links in the config lead
+    to (a dotfiles checkout), and the code the next launch runs — ai-sandbox's package, its environment
+    (sys.prefix, the user site-packages it may live in), the interpreter's installation, the shipped
+    profiles — unless the project is a checkout of ai-sandbox itself, being worked on. Hidden: the
+    parsed-config cache (parses of config files, which may be hidden ones). Anchored: every directory
     above those that the agent could rename, since a read-only mount moves along with a renamed parent
-    (`mv ~/.local ~/.l2` then a fresh ~/.local/state would have wiped the record). A path firejail cannot
-    name refuses the launch: skipping it would fail open."""
+    (`mv ~/.local ~/.l2` then a fresh ~/.local/state would have wiped the record). Refused: a link the
+    agent could replace on the way to the config, state or cache directory (`~/.config -> dotfiles/…`),
+    and a path firejail cannot name — skipping either would fail open."""
+    import site  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
     from ai_sandbox.config import config_home  # noqa: PLC0415
     from ai_sandbox.profiles import shipped_dir  # noqa: PLC0415
     from ai_sandbox.state import state_dir  # noqa: PLC0415
 
+    uid, gid = user or (os.geteuid(), os.getegid())
+    groups = {gid, *os.getgroups()} if user is None else {gid}
+    given = (config_home(env), state_dir(env), cache_dir(env))
+    for d in given:
+        _no_replaceable_link(d, uid, groups)
+    dirs = [os.path.realpath(d) for d in given]
     python, script = verifier()
-    inside = root.rstrip("/") + "/"
-    dirs = [os.path.realpath(d) for d in (config_home(env), state_dir(env), cache_dir(env))]
-    code = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, os.path.dirname(script), python, shipped_dir())]
-    code = [p for p in code if not (root and p.startswith(inside)) and os.path.exists(p)]
+    package = os.path.dirname(script)
+    code = [sys.prefix, sys.base_prefix, package, python, shipped_dir()]
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
+    if user_site and package.startswith(user_site.rstrip("/") + "/"):
+        code.append(user_site)  # a `pip install --user`: a .pth beside it would run at the next launch
+    code = [os.path.realpath(p) for p in code if os.path.exists(p)]
+    if root and _is_our_checkout(root):
+        code = [p for p in code if not p.startswith(root.rstrip("/") + "/")]
     protect: list[str] = []
-    for d in sorted(set(dirs + code), key=lambda p: (len(p), p)):  # an enclosing path first: it covers the rest
+    for d in sorted(set(dirs + code + _link_targets(dirs[0])), key=lambda p: (len(p), p)):  # enclosing first
         if any(d.startswith(p.rstrip("/") + "/") for p in protect):
             continue
         _expressible(d, unexpressible)
         protect.append(d)
-    uid, gid = user or (os.geteuid(), os.getegid())
-    groups = {gid, *os.getgroups()} if user is None else {gid}
     renamable = {a for p in protect for a in _renamable_ancestors(p, uid, groups)}
     anchors = sorted(renamable - set(protect), key=lambda p: (len(p), p))
     for a in anchors:
         _expressible(a, unexpressible)
     return OwnFiles(dirs, protect, [os.path.join(dirs[1], "parsed")], anchors, uid == 0)
+
+
+def _is_our_checkout(root: str) -> bool:
+    """The project is ai-sandbox's own source (a developer works on it): its code stays writable there."""
+    try:
+        with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+            return b'name = "ai-sandbox"' in f.read(4096)
+    except OSError:
+        return False
+
+
+def _link_targets(config: str) -> list[str]:
+    """Where links in the config directory lead (config.toml, profiles/ and the profiles in it): the
+    directory is read-only inside, but a link's target is not, and its rules would be the next launch's."""
+    out = []
+    for d in (config, os.path.join(config, "profiles")):
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(d, name)
+            if os.path.islink(path) and os.path.exists(path):
+                out.append(os.path.realpath(path))
+    return out
+
+
+def _no_replaceable_link(path: str, uid: int, groups: set[int]) -> None:
+    """Refuse when a link the agent could replace lies on the way to one of ai-sandbox's directories: the
+    read-only mount covers the link's target, and a session could point the link (or put a directory)
+    elsewhere for the next launch."""
+    p = os.path.abspath(path)
+    while p not in ("/", ""):
+        if os.path.islink(p) and _renamable(p, uid, groups):
+            raise UnavailableError(
+                f"{p} is a symlink (to {os.path.realpath(p)}) that a session could replace, giving the next "
+                "launch other rules or no record of what was hidden",
+                "replace the link by the directory it points to, or point the XDG_* variable at the target",
+            )
+        p = os.path.dirname(p)
 
 
 def _expressible(path: str, unexpressible) -> None:  # noqa: ANN001
@@ -289,23 +340,27 @@ def _expressible(path: str, unexpressible) -> None:  # noqa: ANN001
 
 def _renamable_ancestors(path: str, uid: int, groups: set[int]) -> list[str]:
     """The directories above path (not /) that this user — the agent's user, capabilities dropped — could
-    rename: their parent is writable to it by its mode bits, and no sticky bit protects them."""
+    rename; those not made yet are made by the launch, as this user."""
     out = []
     p = os.path.dirname(path)
-    while p != "/" and p:
-        try:
-            st, parent = os.stat(p), os.stat(os.path.dirname(p))
-        except OSError:  # not made yet: the launch creates it, as this user
-            out.append(p)
-            p = os.path.dirname(p)
-            continue
-        mode = parent.st_mode
-        writable = (parent.st_uid == uid and mode & 0o200) or (parent.st_gid in groups and mode & 0o020) or mode & 0o002
-        sticky_shield = mode & 0o1000 and uid not in (st.st_uid, parent.st_uid)
-        if writable and not sticky_shield:
+    while p not in ("/", ""):
+        if not os.path.lexists(p) or _renamable(p, uid, groups):
             out.append(p)
         p = os.path.dirname(p)
     return out
+
+
+def _renamable(p: str, uid: int, groups: set[int]) -> bool:
+    """Whether uid (without capabilities) may rename or replace p: its parent is writable to it by the mode
+    bits, and no sticky bit shields p."""
+    try:
+        st, parent = os.lstat(p), os.stat(os.path.dirname(p))
+    except OSError:
+        return False
+    mode = parent.st_mode
+    writable = (parent.st_uid == uid and mode & 0o200) or (parent.st_gid in groups and mode & 0o020) or mode & 0o002
+    sticky_shield = mode & 0o1000 and uid not in (st.st_uid, parent.st_uid)
+    return bool(writable and not sticky_shield)
 
 
 def cache_dir(env: Mapping[str, str]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -51,6 +52,10 @@ class Docker:
         self.engine = settings.engine or "docker"
         self.image = settings.image or "ai-sandbox-agent"
         self.executable = tools.find(self.engine)
+        if self.executable is None and sys.platform == "darwin":
+            # Docker Desktop's per-user install (~/.docker/bin): on macOS no sandbox of ours runs with the
+            # home writable (a container sees only its mounts), so nothing of ours could have planted it
+            self.executable = shutil.which(self.engine)
 
     def unavailable(self) -> UnavailableError | None:
         if self.executable is None:

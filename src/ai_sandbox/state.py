@@ -61,8 +61,47 @@ def record_path(env: Mapping[str, str], root: str) -> str:
 
 
 def moved_log(env: Mapping[str, str], root: str) -> str:
-    """Where the watcher notes hidden paths that vanished during a session (watch.py)."""
+    """Where each session's watcher notes the hidden paths that moved (`<this>.<pid>`; watch.py)."""
     return record_path(env, root) + ".moved"
+
+
+def _moved_logs(record: str) -> list[tuple[int, str]]:
+    """(pid, path) of every session's log of a project."""
+    d, base = os.path.split(record)
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        pid = name.removeprefix(base + ".moved.")
+        if pid != name and pid.isdigit():
+            out.append((int(pid), os.path.join(d, name)))
+    return out
+
+
+def _moved_in_sessions(record: str) -> set[str] | None:
+    """The hidden paths sessions saw move; None means "any" (a session's watcher could not narrow it)."""
+    out: set[str] = set()
+    for _, path in _moved_logs(record):
+        data = _read(path) or b""
+        if data.startswith(b"*\0"):
+            return None
+        out.update(os.fsdecode(p) for p in data.split(b"\0") if p)
+    return out
+
+
+def _drop_settled_logs(record: str) -> None:
+    """The logs of sessions that ended, once a launch judged them (a running session keeps its own)."""
+    for pid, path in _moved_logs(record):
+        try:
+            os.kill(pid, 0)
+            continue  # still running
+        except ProcessLookupError:
+            pass
+        except OSError:
+            continue
+        _drop(path)
 
 
 def _index_path(env: Mapping[str, str]) -> str:
@@ -231,10 +270,11 @@ def _judge(
     if wanted:
         found, nowhere = _moved(policy, wanted)
         lost += found
-        if nowhere:  # deleted, or moved out of the project: the watcher saw which vanished in a session
-            seen = set(load(moved_log(env, policy.root)))
+        if nowhere:  # deleted, or moved out of the project: each session's watcher saw what moved
             why = "a directory above it was moved away during a session, out of the project"
-            lost += [(p, why) for p in nowhere if p in seen]
+            for owner, _ in sources:
+                seen = _moved_in_sessions(record_path(env, owner))
+                lost += [(p, why) for p in nowhere if (seen is None or p in seen) and _inside(p, owner)]
     return lost
 
 
@@ -368,7 +408,7 @@ def record(rec: Record) -> None:
     What the watcher noted as moved away is settled once a launch passed the check."""
     if not rec.unchanged:
         _write(rec.path, rec.content)
-        _drop(rec.path + ".moved")
+    _drop_settled_logs(rec.path)
     if rec.index:
 
         def change(roots: dict[str, bytes], cwds: dict[str, str]) -> None:
@@ -390,7 +430,7 @@ def forget(env: Mapping[str, str], root: str, cwd: str = "") -> int:
     before = _read(path)
     n = (before is not None) + len(_related(roots, cwds, root, _dir_id(root, ids), cwd, before is None))
     _write(path, MAGIC)
-    _drop(path + ".moved")
+    _drop_settled_logs(path)
 
     def change(roots: dict[str, bytes], cwds: dict[str, str]) -> None:
         roots[root] = ids[root]

@@ -10,22 +10,31 @@ no protection at all. The directories below are root's to write, and read-only i
 from __future__ import annotations
 
 import os
+import sys
 
 SYSTEM_PATH = (
     "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin",
     "/run/current-system/sw/bin", "/nix/var/nix/profiles/default/bin",  # NixOS: links into the read-only store
     "/opt/homebrew/bin", "/opt/local/bin",  # macOS (the docker backend): Homebrew, MacPorts
 )  # fmt: skip
+# Where a found program must really be (links resolved): what a root agent cannot write inside the sandbox
+# either (/usr is read-only there; /run and /opt are not, so a link found through them must lead here).
+_TRUSTED = ("/usr/", "/bin/", "/sbin/", "/nix/store/")
+_TRUSTED_MAC = ("/opt/homebrew/", "/opt/local/", "/Applications/")
 
 _found: dict[str, str | None] = {}
 
 
 def find(name: str) -> str | None:
-    """The first executable `name` in SYSTEM_PATH, or None."""
+    """The first executable `name` in SYSTEM_PATH that really lives in a trusted place, or None."""
     if name not in _found:
-        _found[name] = next(
-            (p for d in SYSTEM_PATH if os.access(p := os.path.join(d, name), os.X_OK) and os.path.isfile(p)), None
-        )
+        trusted = _TRUSTED + (_TRUSTED_MAC if sys.platform == "darwin" else ())
+        _found[name] = None
+        for d in SYSTEM_PATH:
+            p = os.path.join(d, name)
+            if os.path.isfile(p) and os.access(p, os.X_OK) and os.path.realpath(p).startswith(trusted):
+                _found[name] = p
+                break
     return _found[name]
 
 

@@ -7,10 +7,13 @@ watcher, forked before the exec, notices such a change (inotify on the masks' di
 re-check every few seconds for what inotify cannot see, such as a renamed ancestor) and ends the session,
 or only warns when the user chose `on_hidden_change = "warn"`. It exits as soon as the sandbox does.
 
-A hidden path that vanishes during the session cannot have been deleted from inside (a mask is a mount
-point): a directory above it was moved, maybe out of the project, where the next launch would not look
-for it. The watcher notes each such path in `moved_log`, and the next launch refuses if it cannot find
-where it went (state.py).
+A hidden path that vanishes or changes during the session cannot have been deleted from inside (a mask
+is a mount point): a directory above it was moved — maybe out of the project, where the next launch would
+not look for it — or swapped (`renameat2(RENAME_EXCHANGE)` with a decoy). Each session has a log,
+`<moved_log>.<pid>`, written before the sandbox starts as "every hidden path may have moved"; the watcher
+narrows it to what really changed when the sandbox ends (or removes it when nothing did). A watcher that
+never ran, was killed, or cannot write (a full disk) leaves the conservative "every path": the next
+launch refuses for any recorded path it cannot find (state.py).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import signal
 import struct
 import sys
 
+from ai_sandbox.errors import UnavailableError
 from ai_sandbox.policy import Policy
 
 RECHECK = 2.0  # seconds between full re-checks
@@ -38,6 +42,16 @@ def start(policy: Policy, mode: str, moved_log: str = "") -> None:
         return
     target = os.getpid()
     paths = [m.path for m in policy.masks]
+    if moved_log:
+        moved_log = f"{moved_log}.{target}"
+        try:
+            _write_log(moved_log, b"*\0")  # until the watcher says otherwise: anything may have moved
+        except OSError as e:
+            raise UnavailableError(
+                f"cannot write {moved_log}: {e.strerror}",
+                "free some space (or fix the permissions of ai-sandbox's state directory): a launch must be able "
+                "to note what a session moves",
+            ) from None
     try:
         pid = os.fork()
     except OSError:
@@ -68,21 +82,25 @@ def _child(paths: list[str], target: int, mode: str, moved_log: str = "") -> Non
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # hold no pipe the caller waits on, except stderr for the message
     known = {p: _ident(p) for p in paths}
-    reported: set[str] = set()
     alive = _liveness(target)
     ifd, by_wd = _inotify(paths)
     fds = [f for f in (alive, ifd) if f is not None]
-    gone: set[str] = set()
+    try:
+        _watch(paths, known, target, mode, alive, ifd, by_wd, fds)
+    finally:  # the sandbox ended, or this session is being ended: a last look for what moved
+        _settle_log(moved_log, [p for p in paths if _ident(p) != known[p]])
+
+
+def _watch(paths, known, target, mode, alive, ifd, by_wd, fds) -> None:  # noqa: ANN001, PLR0913
+    reported: set[str] = set()
     while True:
         ready, _, _ = select.select(fds, [], [], RECHECK if alive is not None else 0.5)
         if (alive is None and os.getppid() != target) or alive in ready:
-            _note_moved([p for p in paths if known[p] is not None and _ident(p) is None], gone, moved_log)
-            return  # the sandbox ended: a last look for what moved in its final seconds
+            return
         suspects = paths
         if ifd in ready:
             touched = _events(ifd, by_wd, known)
             suspects = paths if touched is None else touched
-        _note_moved([p for p in suspects if known[p] is not None and _ident(p) is None], gone, moved_log)
         for path in suspects:
             now = _ident(path)
             if now is not None and now != known[path] and path not in reported:
@@ -92,16 +110,24 @@ def _child(paths: list[str], target: int, mode: str, moved_log: str = "") -> Non
                     return
 
 
-def _note_moved(vanished: list[str], gone: set[str], moved_log: str) -> None:
-    """Append hidden paths that vanished (NUL-terminated) to the log the next launch reads."""
-    new = [p for p in vanished if p not in gone]
-    if not new or not moved_log:
+def _write_log(path: str, data: bytes) -> None:
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = f"{path}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _settle_log(moved_log: str, changed: list[str]) -> None:
+    """The session's log says exactly which hidden paths vanished or changed; none: no log. If it cannot be
+    written, it keeps saying "any" (the next launch then refuses for every recorded path it cannot find)."""
+    if not moved_log:
         return
-    gone.update(new)
     with contextlib.suppress(OSError):
-        os.makedirs(os.path.dirname(moved_log), mode=0o700, exist_ok=True)
-        with open(moved_log, "ab") as f:
-            f.write(b"".join(os.fsencode(p) + b"\0" for p in new))
+        if changed:
+            _write_log(moved_log, b"".join(os.fsencode(p) + b"\0" for p in changed))
+        else:
+            os.unlink(moved_log)
 
 
 def _liveness(target: int) -> int | None:
@@ -154,11 +180,15 @@ def _events(fd: int, by_wd: dict[int, str], known: dict[str, tuple[int, int] | N
 
 def _act(path: str, target: int, mode: str, alive: int | None) -> None:
     if mode == "warn":
-        msg = f"ai-sandbox: warning: {path} was replaced outside the sandbox; its new content is readable inside"
+        msg = (
+            f"ai-sandbox: warning: {path} was replaced (outside the sandbox, or by moving a directory above it "
+            "inside); its new content is readable inside"
+        )
     else:
         msg = (
-            f"ai-sandbox: {path} was replaced outside the sandbox, which would make its new content readable "
-            'inside: ending the session (on_hidden_change = "warn" in config.toml keeps it running)'
+            f"ai-sandbox: {path} was replaced (outside the sandbox, or by moving a directory above it inside), "
+            'which would make its new content readable inside: ending the session (on_hidden_change = "warn" '
+            "in config.toml keeps it running)"
         )
     with contextlib.suppress(OSError):
         sys.stderr.write("\r\n" + msg + "\r\n")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,59 @@ def test_a_directory_deleted_outside_a_session_is_no_reason_to_refuse(ws, fireja
     assert ws.run("--", "true").rc == 0
     subprocess.run(["rm", "-rf", str(ws.repo / "svc")], check=True)
     assert _show(ws.run("--", "true")).rc == 0
+
+
+SWAP_PY = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+os.makedirs("decoy", exist_ok=True)
+open("decoy/.env", "w").write("DECOY\n")
+if libc.renameat2(-100, b"svc", -100, b"decoy", 2) != 0:  # RENAME_EXCHANGE
+    sys.exit("renameat2: " + os.strerror(ctypes.get_errno()))
+os.rename("decoy", sys.argv[1])
+print("@@swapped")
+"""
+
+
+def test_swapping_a_directory_then_moving_it_out_is_refused(ws, firejail):
+    """Found by the third red-team round: exchanging `svc` with a decoy (`renameat2(RENAME_EXCHANGE)`) left
+    `svc/.env` changed, not vanished, and the watcher's log only noted what vanished; the real directory
+    was then moved out of the project and read next time. A session's log now starts as "anything may
+    have moved" and is narrowed to every hidden path that changed or vanished."""
+    secret = token("SVCSECRET")
+    ws.write(".gitignore", ".env\n")
+    ws.write("svc/app.py", "visible\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "svc")
+    ws.write("svc/.env", secret + "\n")
+    ws.write("swap.py", SWAP_PY)
+    outside = ws.base / "outside"
+    outside.mkdir()
+    res = _show(ws.run("--", sys.executable, "swap.py", str(outside / "stash")))
+    assert "@@swapped" in res.out  # the session did it (the watcher then ended the session)
+    assert (outside / "stash" / ".env").read_text() == secret + "\n"
+    res = _show(ws.run("--", "sh", "-c", f"echo @@read; cat '{outside}/stash/.env'; true"))
+    _refused_or_blind(res, secret)
+    assert res.rc == 65
+
+
+def test_a_session_whose_watcher_cannot_narrow_its_log_leaves_every_path_suspect(ws, firejail):
+    """Found by the third red-team round: with the disk full, the watcher's note was lost and the next
+    launch read what was moved out. The log is written before the sandbox starts, as "any path may have
+    moved"; a watcher that cannot rewrite it leaves it so. Simulated by a log that stays "*"."""
+    secret = token("SVCSECRET")
+    ws.write(".gitignore", ".env\n")
+    ws.write("svc/app.py", "visible\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "svc")
+    ws.write("svc/.env", secret + "\n")
+    assert ws.run("--", "true").rc == 0
+    outside = ws.base / "outside"
+    outside.mkdir()
+    subprocess.run(["mv", str(ws.repo / "svc"), str(outside / "stash")], check=True)  # as a session would
+    hidden = ws.home / ".local" / "state" / "ai-sandbox" / "hidden"
+    (record,) = [p for p in hidden.iterdir() if len(p.name) == 24]
+    (hidden / f"{record.name}.moved.999999999").write_bytes(b"*\0")  # a session that could not narrow it
+    res = _show(ws.run("--", "sh", "-c", f"echo @@read; cat '{outside}/stash/.env'; true"))
+    _refused_or_blind(res, secret)
+    assert res.rc == 65

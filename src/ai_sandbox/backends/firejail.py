@@ -274,7 +274,7 @@ def own_files(env: Mapping[str, str], unexpressible, root: str = "", user: tuple
     if user_site and package.startswith(user_site.rstrip("/") + "/"):
         code.append(user_site)  # a `pip install --user`: a .pth beside it would run at the next launch
     code = [os.path.realpath(p) for p in code if os.path.exists(p)]
-    if root and _is_our_checkout(root):
+    if root and _is_our_checkout(root, package):
         code = [p for p in code if not p.startswith(root.rstrip("/") + "/")]
     protect: list[str] = []
     for d in sorted(set(dirs + code + _link_targets(dirs[0])), key=lambda p: (len(p), p)):  # enclosing first
@@ -289,13 +289,11 @@ def own_files(env: Mapping[str, str], unexpressible, root: str = "", user: tuple
     return OwnFiles(dirs, protect, [os.path.join(dirs[1], "parsed")], anchors, uid == 0)
 
 
-def _is_our_checkout(root: str) -> bool:
-    """The project is ai-sandbox's own source (a developer works on it): its code stays writable there."""
-    try:
-        with open(os.path.join(root, "pyproject.toml"), "rb") as f:
-            return b'name = "ai-sandbox"' in f.read(4096)
-    except OSError:
-        return False
+def _is_our_checkout(root: str, package: str) -> bool:
+    """The running ai-sandbox is this project's own source, `<root>/src/ai_sandbox` (a developer works on
+    it, in its sandbox): then its code stays writable. Decided by where the running code is, not by a file
+    in the project, which a session could write (a `name = "ai-sandbox"` line in any pyproject.toml)."""
+    return os.path.realpath(package) == os.path.join(os.path.realpath(root), "src", "ai_sandbox")
 
 
 def _link_targets(config: str) -> list[str]:

@@ -91,17 +91,31 @@ def _moved_in_sessions(record: str) -> set[str] | None:
     return out
 
 
-def _drop_settled_logs(record: str) -> None:
-    """The logs of sessions that ended, once a launch judged them (a running session keeps its own)."""
+def _logged(path: str, seen: set[str]) -> bool:
+    """path, or a directory above it, is in a session's log: a directory hidden whole (past the mask
+    limit) is logged as itself, the record names the paths inside it."""
+    p = path
+    while True:
+        if p in seen:
+            return True
+        parent = os.path.dirname(p)
+        if parent == p:
+            return False
+        p = parent
+
+
+def _settled_logs(record: str) -> list[str]:
+    """The logs of sessions that had ended when this launch looked (a running session keeps its own)."""
+    out = []
     for pid, path in _moved_logs(record):
         try:
             os.kill(pid, 0)
             continue  # still running
         except ProcessLookupError:
-            pass
+            out.append(path)
         except OSError:
             continue
-        _drop(path)
+    return out
 
 
 def _index_path(env: Mapping[str, str]) -> str:
@@ -274,7 +288,7 @@ def _judge(
             why = "a directory above it was moved away during a session, out of the project"
             for owner, _ in sources:
                 seen = _moved_in_sessions(record_path(env, owner))
-                lost += [(p, why) for p in nowhere if (seen is None or p in seen) and _inside(p, owner)]
+                lost += [(p, why) for p in nowhere if _inside(p, owner) and (seen is None or _logged(p, seen))]
     return lost
 
 
@@ -337,6 +351,7 @@ class Record:
     root: str = ""
     root_id: bytes = b""
     cwd: str = ""
+    settled: list = records.Factory(list)  # logs of ended sessions seen by the check: dropped once it passed
 
 
 def _examine(policy: Policy, env: Mapping[str, str], cwd: str) -> tuple[Record, list[tuple[str, str]]]:
@@ -349,7 +364,7 @@ def _examine(policy: Policy, env: Mapping[str, str], cwd: str) -> tuple[Record, 
     root_id = _dir_id(root, ids)
     others = _related(roots, cwds, root, root_id, cwd, before is None)
     stale = roots.get(root) != root_id or _last_root(cwds, cwd) != root
-    rec = Record(path, now, before == now, index if stale else "", root, root_id, cwd)
+    rec = Record(path, now, before == now, index if stale else "", root, root_id, cwd, _settled_logs(path))
     if before == now and not others:  # the usual launch: the same masks as last time, nothing moved
         return rec, []
     sources = [(root, before)] + [(r, _read(record_path(env, r))) for r in others]
@@ -408,7 +423,8 @@ def record(rec: Record) -> None:
     What the watcher noted as moved away is settled once a launch passed the check."""
     if not rec.unchanged:
         _write(rec.path, rec.content)
-    _drop_settled_logs(rec.path)
+    for log in rec.settled:  # only those the check saw: a session ending since then is judged next time
+        _drop(log)
     if rec.index:
 
         def change(roots: dict[str, bytes], cwds: dict[str, str]) -> None:
@@ -430,7 +446,8 @@ def forget(env: Mapping[str, str], root: str, cwd: str = "") -> int:
     before = _read(path)
     n = (before is not None) + len(_related(roots, cwds, root, _dir_id(root, ids), cwd, before is None))
     _write(path, MAGIC)
-    _drop_settled_logs(path)
+    for log in _settled_logs(path):
+        _drop(log)
 
     def change(roots: dict[str, bytes], cwds: dict[str, str]) -> None:
         roots[root] = ids[root]

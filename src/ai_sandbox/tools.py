@@ -29,6 +29,8 @@ def find(name: str) -> str | None:
     """The first executable `name` in SYSTEM_PATH that really lives in a trusted place, or None."""
     if name not in _found:
         trusted = _TRUSTED + (_TRUSTED_MAC if sys.platform == "darwin" else ())
+        if not _read_only("/nix/store"):  # NixOS mounts it read-only; elsewhere a root agent could create it
+            trusted = tuple(t for t in trusted if t != "/nix/store/")
         _found[name] = None
         for d in SYSTEM_PATH:
             p = os.path.join(d, name)
@@ -36,6 +38,13 @@ def find(name: str) -> str | None:
                 _found[name] = p
                 break
     return _found[name]
+
+
+def _read_only(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def where() -> str:

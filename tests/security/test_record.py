@@ -264,3 +264,25 @@ def test_a_session_whose_watcher_cannot_narrow_its_log_leaves_every_path_suspect
     res = _show(ws.run("--", "sh", "-c", f"echo @@read; cat '{outside}/stash/.env'; true"))
     _refused_or_blind(res, secret)
     assert res.rc == 65
+
+
+def test_a_directory_hidden_whole_for_the_mask_limit_moved_out_is_refused(ws, firejail):
+    """Found by the fourth red-team round: past `max_masks` a directory is hidden whole, so the watcher
+    logs the directory while the record names the paths inside it; the exact-path match missed them, and
+    a session that pushed the count over the limit could then move the directory out unnoticed."""
+    secret = token("CAPSECRET")
+    ws.config_file.write_text("max_masks = 2\n")
+    ws.write(".gitignore", ".env\n*.log\n")
+    ws.write("app/svc/main.py", "visible\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "svc")
+    ws.write("app/svc/.env", secret + "\n")
+    for name in ("a", "b", "c"):
+        ws.write(f"app/svc/{name}.log", "log\n")
+    assert _show(ws.run("--", "true")).rc == 0  # app/svc/ is hidden whole ("capped"); the record names what is in it
+    outside = ws.base / "outside"
+    outside.mkdir()
+    _session(ws, f"mv app '{outside}/stash'")
+    res = _show(ws.run("--", "sh", "-c", f"echo @@read; cat '{outside}/stash/svc/.env'; true"))
+    _refused_or_blind(res, secret)
+    assert res.rc == 65 and "moved away during a session" in res.err

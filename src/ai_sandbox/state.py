@@ -390,7 +390,8 @@ def findings(policy: Policy, env: Mapping[str, str], cwd: str = "") -> list[str]
     return [p for p, _ in _examine(policy, env, cwd)[1]]
 
 
-def _write(path: str, content: bytes) -> None:
+def write_file(path: str, content: bytes) -> None:
+    """Write through a temporary file and a rename: a reader sees the old bytes or the new, never half."""
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "wb") as f:
@@ -415,14 +416,14 @@ def _update_index(index: str, change) -> None:  # noqa: ANN001 — (roots, cwds)
         change(roots, cwds)
         after = _dump_index(roots, cwds)
         if after != before:
-            _write(index, after)
+            write_file(index, after)
 
 
 def record(rec: Record) -> None:
     """Remember this launch's masks (rewritten only when they changed), its root and where it ran from.
     What the watcher noted as moved away is settled once a launch passed the check."""
     if not rec.unchanged:
-        _write(rec.path, rec.content)
+        write_file(rec.path, rec.content)
     for log in rec.settled:  # only those the check saw: a session ending since then is judged next time
         _drop(log)
     if rec.index:
@@ -445,7 +446,7 @@ def forget(env: Mapping[str, str], root: str, cwd: str = "") -> int:
     roots, cwds = _load_index(index)
     before = _read(path)
     n = (before is not None) + len(_related(roots, cwds, root, _dir_id(root, ids), cwd, before is None))
-    _write(path, MAGIC)
+    write_file(path, MAGIC)
     for log in _settled_logs(path):
         _drop(log)
 

@@ -27,6 +27,7 @@ import sys
 
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.policy import Policy
+from ai_sandbox.state import write_file
 
 RECHECK = 2.0  # seconds between full re-checks
 MAX_WATCHES = 2048  # directories watched with inotify; masks beyond that rely on the full re-check
@@ -45,7 +46,7 @@ def start(policy: Policy, mode: str, moved_log: str = "") -> None:
     if moved_log:
         moved_log = f"{moved_log}.{target}"
         try:
-            _write_log(moved_log, b"*\0")  # until the watcher says otherwise: anything may have moved
+            write_file(moved_log, b"*\0")  # until the watcher says otherwise: anything may have moved
         except OSError as e:
             raise UnavailableError(
                 f"cannot write {moved_log}: {e.strerror}",
@@ -110,14 +111,6 @@ def _watch(paths, known, target, mode, alive, ifd, by_wd, fds) -> None:  # noqa:
                     return
 
 
-def _write_log(path: str, data: bytes) -> None:
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-
-
 def _settle_log(moved_log: str, changed: list[str]) -> None:
     """The session's log says exactly which hidden paths vanished or changed; none: no log. If it cannot be
     written, it keeps saying "any" (the next launch then refuses for every recorded path it cannot find)."""
@@ -125,7 +118,7 @@ def _settle_log(moved_log: str, changed: list[str]) -> None:
         return
     with contextlib.suppress(OSError):
         if changed:
-            _write_log(moved_log, b"".join(os.fsencode(p) + b"\0" for p in changed))
+            write_file(moved_log, b"".join(os.fsencode(p) + b"\0" for p in changed))
         else:
             os.unlink(moved_log)
 

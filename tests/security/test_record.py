@@ -175,17 +175,23 @@ def test_a_project_config_that_is_a_fifo_neither_hangs_nor_is_skipped(ws, fireja
     assert "not a regular file" in _one_line(res) and ".ai-sandbox.toml" in res.err
 
 
-def test_moving_a_directory_out_of_the_project_is_refused(ws, firejail):
-    """Found by the second red-team round: `mv svc ../stash` from inside moved the masked `svc/.env` out
-    of the project, where the next launch did not look (the search walks the project): the next session
-    read it. A mask is a mount point, so a hidden path that vanishes during a session was moved, never
-    deleted: the watcher notes it, and the next launch refuses for what it cannot find."""
+def _svc(ws: Workspace) -> str:
+    """A tracked svc/app.py beside an ignored svc/.env holding a fresh secret, which is returned."""
     secret = token("SVCSECRET")
     ws.write(".gitignore", ".env\n")
     ws.write("svc/app.py", "visible\n")
     ws.git("add", ".")
     ws.git("commit", "-qm", "svc")
     ws.write("svc/.env", secret + "\n")
+    return secret
+
+
+def test_moving_a_directory_out_of_the_project_is_refused(ws, firejail):
+    """Found by the second red-team round: `mv svc ../stash` from inside moved the masked `svc/.env` out
+    of the project, where the next launch did not look (the search walks the project): the next session
+    read it. A mask is a mount point, so a hidden path that vanishes during a session was moved, never
+    deleted: the watcher notes it, and the next launch refuses for what it cannot find."""
+    secret = _svc(ws)
     outside = ws.base / "outside"
     outside.mkdir()
     _session(ws, f"mv svc '{outside}/stash'")
@@ -200,11 +206,7 @@ def test_moving_a_directory_out_of_the_project_is_refused(ws, firejail):
 def test_a_directory_deleted_outside_a_session_is_no_reason_to_refuse(ws, firejail):
     """The user's own `rm -rf svc` between sessions: nothing vanished during a session, so nothing is
     refused (deleted or moved out cannot be told apart afterwards; only the watcher sees a move)."""
-    ws.write(".gitignore", ".env\n")
-    ws.write("svc/app.py", "visible\n")
-    ws.git("add", ".")
-    ws.git("commit", "-qm", "svc")
-    ws.write("svc/.env", token("SVCSECRET") + "\n")
+    _svc(ws)
     assert ws.run("--", "true").rc == 0
     subprocess.run(["rm", "-rf", str(ws.repo / "svc")], check=True)
     assert _show(ws.run("--", "true")).rc == 0
@@ -227,12 +229,7 @@ def test_swapping_a_directory_then_moving_it_out_is_refused(ws, firejail):
     `svc/.env` changed, not vanished, and the watcher's log only noted what vanished; the real directory
     was then moved out of the project and read next time. A session's log now starts as "anything may
     have moved" and is narrowed to every hidden path that changed or vanished."""
-    secret = token("SVCSECRET")
-    ws.write(".gitignore", ".env\n")
-    ws.write("svc/app.py", "visible\n")
-    ws.git("add", ".")
-    ws.git("commit", "-qm", "svc")
-    ws.write("svc/.env", secret + "\n")
+    secret = _svc(ws)
     ws.write("swap.py", SWAP_PY)
     outside = ws.base / "outside"
     outside.mkdir()
@@ -248,12 +245,7 @@ def test_a_session_whose_watcher_cannot_narrow_its_log_leaves_every_path_suspect
     """Found by the third red-team round: with the disk full, the watcher's note was lost and the next
     launch read what was moved out. The log is written before the sandbox starts, as "any path may have
     moved"; a watcher that cannot rewrite it leaves it so. Simulated by a log that stays "*"."""
-    secret = token("SVCSECRET")
-    ws.write(".gitignore", ".env\n")
-    ws.write("svc/app.py", "visible\n")
-    ws.git("add", ".")
-    ws.git("commit", "-qm", "svc")
-    ws.write("svc/.env", secret + "\n")
+    secret = _svc(ws)
     assert ws.run("--", "true").rc == 0
     outside = ws.base / "outside"
     outside.mkdir()

@@ -167,11 +167,9 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
 def _memo_path(env: Mapping[str, str], root: str) -> str:
     """Where the directory listings of this project are remembered: ai-sandbox's cache directory, which is
     read-only inside the sandbox (a session must not be able to hide a FIFO from the next launch)."""
-    import hashlib  # noqa: PLC0415
-
     from ai_sandbox.backends.firejail import cache_dir  # noqa: PLC0415
 
-    return os.path.join(cache_dir(env), "listings", hashlib.sha256(os.fsencode(root)).hexdigest()[:24])
+    return os.path.join(cache_dir(env), "listings", state.project_key(root))
 
 
 def make_dirs(dirs: Mapping[str, int]) -> None:
@@ -204,16 +202,12 @@ def write_files(files: Mapping[str, bytes]) -> None:
 
 
 def _holds(path: str, content: bytes) -> bool:
+    from ai_sandbox.verify import read_regular  # noqa: PLC0415 — standard library only: costs nothing
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_regular(path) == content
     except OSError:
         return False
-    st = os.fstat(fd)
-    if not (stat.S_ISREG(st.st_mode) and st.st_size == len(content)):
-        os.close(fd)
-        return False
-    with os.fdopen(fd, "rb") as f:
-        return f.read() == content
 
 
 def _clear(path: str) -> None:

@@ -49,4 +49,5 @@ def unenforced(policy: Policy, table: list[tuple[str, str]]) -> list[Mask]:
     check asks (verify.py), not of the mount table's text, whose root field differs between hosts."""
     from ai_sandbox import verify  # noqa: PLC0415
 
-    return [m for m in policy.masks if verify.unenforced_masks([m.path]) is not None]
+    readable = {path for path, _ in verify.unmasked([m.path for m in policy.masks])}
+    return [m for m in policy.masks if m.path in readable]

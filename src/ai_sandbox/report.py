@@ -6,7 +6,6 @@ Reads the same Policy and LaunchPlan the launch executes; explain draws from the
 from __future__ import annotations
 
 import io
-import os
 import shlex
 import sys
 
@@ -123,15 +122,12 @@ def _file_lines(content: bytes) -> list[str]:
     """A generated file as lines; the launch check's NUL-separated records one per line, by kind."""
     from ai_sandbox import verify  # noqa: PLC0415
 
-    if not content.startswith(verify.HEADER):
+    records = verify.parse_spec(content)
+    if records is None:
         return content.decode("utf-8", "surrogateescape").splitlines()
     out = [verify.HEADER.decode().strip()]
-    for rec in content[len(verify.HEADER) :].split(b"\0"):
-        if rec:
-            kind, rest = chr(rec[0]), os.fsdecode(rec[1:])
-            if kind == "C":
-                rest = rest.split(":", 2)[2]
-            out.append(f"{_CHECK_KINDS.get(kind, kind)} {rest}")
+    for kind, rest in records:
+        out.append(f"{_CHECK_KINDS.get(kind, kind)} {rest.split(':', 2)[2] if kind == 'C' else rest}")
     return out
 
 

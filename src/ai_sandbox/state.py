@@ -52,12 +52,13 @@ def state_dir(env: Mapping[str, str]) -> str:
     return os.path.join(base, "ai-sandbox")
 
 
-def _prefix(root: str) -> str:
+def project_key(root: str) -> str:
+    """A project's file name in ai-sandbox's state and cache directories."""
     return hashlib.sha256(os.fsencode(root)).hexdigest()[:24]
 
 
 def record_path(env: Mapping[str, str], root: str) -> str:
-    return os.path.join(state_dir(env), "hidden", _prefix(root))
+    return os.path.join(state_dir(env), "hidden", project_key(root))
 
 
 def moved_log(env: Mapping[str, str], root: str) -> str:

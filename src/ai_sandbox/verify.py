@@ -25,6 +25,10 @@ from __future__ import annotations
 import os
 import sys
 
+TYPE_CHECKING = False  # typing is not imported at run time: the check runs with -I -S, every ms counts
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
 HEADER = b"ai-sandbox-verify 1\n"
 ENV_PREFIX = "AI_SANDBOX_ENV_"
 ENV_CHUNK = 100_000  # the kernel refuses a single variable over 128 KiB
@@ -67,22 +71,33 @@ def unpack_env(environ: dict[bytes, bytes]) -> dict[bytes, bytes] | None:
     return out
 
 
-def read_spec(path: str) -> list[tuple[str, str]]:
-    """(kind, rest) records; the file is opened without following a link, and must be a regular file."""
+def read_regular(path: str) -> bytes:
+    """A file's bytes, opened without following a link or blocking on a FIFO; OSError unless it is a
+    regular file (what a session may have planted at a path ai-sandbox writes is never trusted)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        st = os.fstat(fd)
-        if (st.st_mode & 0o170000) != 0o100000:
+        if (os.fstat(fd).st_mode & 0o170000) != 0o100000:
             raise OSError(f"{path} is not a regular file")
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
     finally:
         os.close(fd)
-    data = b"".join(chunks)
+    return b"".join(chunks)
+
+
+def parse_spec(data: bytes) -> list[tuple[str, str]] | None:
+    """(kind, rest) records of a launch check; None when data is not one."""
     if not data.startswith(HEADER):
-        raise OSError(f"{path} is not a launch check written by this version of ai-sandbox")
+        return None
     return [(chr(r[0]), os.fsdecode(r[1:])) for r in data[len(HEADER) :].split(b"\0") if r]
+
+
+def read_spec(path: str) -> list[tuple[str, str]]:
+    records = parse_spec(read_regular(path))
+    if records is None:
+        raise OSError(f"{path} is not a launch check written by this version of ai-sandbox")
+    return records
 
 
 def _ident(path: str) -> tuple[int, int] | None:
@@ -95,6 +110,11 @@ def _ident(path: str) -> tuple[int, int] | None:
 
 def unenforced_masks(paths: list[str]) -> tuple[str, str] | None:
     """(path, reason) of the first path that exists here and is not one of firejail's mask mounts."""
+    return next(unmasked(paths), None)
+
+
+def unmasked(paths: list[str]) -> Iterator[tuple[str, str]]:
+    """(path, reason) of each path that exists here and is not one of firejail's mask mounts."""
     masks = {i for i in (_ident(MASK_FILE), _ident(MASK_DIR)) if i is not None}
     for path in paths:
         try:
@@ -102,12 +122,12 @@ def unenforced_masks(paths: list[str]) -> tuple[str, str] | None:
         except FileNotFoundError:
             continue  # nothing there to read (gone since the launch computed it, or private here)
         except OSError as e:
-            return path, f"cannot be checked ({e.strerror})"
+            yield path, f"cannot be checked ({e.strerror})"
+            continue
         if (st.st_dev, st.st_ino) not in masks:
             if (st.st_mode & 0o170000) == 0o120000 and _ident(path) is None:
                 continue  # a link that leads nowhere (a loop, or dangling): nothing to read through it
-            return path, "is not masked"
-    return None
+            yield path, "is not masked"
 
 
 def mount_points(path: str = "/proc/self/mountinfo") -> set[bytes]:

@@ -31,6 +31,7 @@ class UserConfig:
     block_patterns: list[Pattern] = Factory(list)
     allow: list[Pattern] = Factory(list)
     allow_dependencies: bool = True
+    allow_build_outputs: bool = True
     backend: str = "auto"
     on_hidden_change: str = "end"  # a hidden path replaced during the session: end it, or only warn
     engine: str = "docker"  # the docker backend's container CLI
@@ -301,6 +302,7 @@ def load_user(env: dict[str, str] | os._Environ[str] = os.environ) -> UserConfig
             "block",
             "allow",
             "allow_dependencies",
+            "allow_build_outputs",
             "backend",
             "on_hidden_change",
             "engine",
@@ -326,10 +328,11 @@ def load_user(env: dict[str, str] | os._Environ[str] = os.environ) -> UserConfig
         _pattern_entry(entry, path, line, "allow")
         _check_inside(entry, path, line, "allow")
         cfg.allow.append(Pattern(entry, f"{_tilde(path, home)}:{line}", USER))
-    deps = data.get("allow_dependencies", True)
-    if not isinstance(deps, bool):
-        raise ConfigError(f"{path}:{_line_of(text, 'allow_dependencies')}: `allow_dependencies` must be true or false")
-    cfg.allow_dependencies = deps
+    for key in ("allow_dependencies", "allow_build_outputs"):
+        flag = data.get(key, True)
+        if not isinstance(flag, bool):
+            raise ConfigError(f"{path}:{_line_of(text, key)}: `{key}` must be true or false")
+        setattr(cfg, key, flag)
     backend = data.get("backend", "auto")
     if backend not in BACKENDS:
         raise ConfigError(

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from ai_sandbox import config, layers, nested, profiles, project, state
 from ai_sandbox.backends import LaunchPlan, Settings, select
 from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
-from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, Pattern, PatternSet
+from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, Pattern, PatternSet
 from ai_sandbox.policy import CONFIG, CWD_HIDDEN, LOUD, NOT_GIT, Notice, Policy, build, check_reachable
 from ai_sandbox.records import Factory, record
 
@@ -92,6 +92,8 @@ def allowlist(user_cfg: config.UserConfig, profile: profiles.Profile, project_cf
     pats: list[Pattern] = []
     if user_cfg.allow_dependencies:
         pats += [Pattern(p, "dependency directory", DEPENDENCY) for p in profiles.DEPENDENCY_DIRS]
+    if user_cfg.allow_build_outputs:
+        pats += [Pattern(p, "build output", OUTPUT) for p in profiles.BUILD_OUTPUT_DIRS]
     pats += [Pattern(p, "built-in tool allowlist", BUILT_IN) for p in profiles.TOOL_ALLOW]
     pats += profile.allow + user_cfg.allow + project_cfg.allow
     return PatternSet(pats)
@@ -148,6 +150,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
         home=os.path.realpath(os.path.expanduser("~")),
         express=backend.unexpressible,
         limit=user_cfg.max_masks or backend.max_masks,
+        secret=profiles.secret_name,
     )
     notices += [Notice(CONFIG, w) for w in project_cfg.warnings]
     policy.warnings = notices + policy.warnings

@@ -27,9 +27,10 @@ _POSIX = {"alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z
 # an allow entry `[.(profile ]env` renders as "... (profile ...)" too). Built-in lists and profiles are not
 # files a session can edit; the user's config is read-only inside but still a rule that may change; a
 # project's files are the agent's to rewrite.
-BUILT_IN, DEPENDENCY, PROFILE, USER, PROJECT = "built-in", "dependency", "profile", "user", "project"
-ORIGINS = (BUILT_IN, DEPENDENCY, PROFILE, USER, PROJECT)
-CODE = frozenset({BUILT_IN, DEPENDENCY, PROFILE})  # shipped with ai-sandbox or its profiles
+BUILT_IN, DEPENDENCY, OUTPUT, PROFILE = "built-in", "dependency", "build-output", "profile"
+USER, PROJECT = "user", "project"
+ORIGINS = (BUILT_IN, DEPENDENCY, OUTPUT, PROFILE, USER, PROJECT)
+CODE = frozenset({BUILT_IN, DEPENDENCY, OUTPUT, PROFILE})  # shipped with ai-sandbox or its profiles
 
 
 @value

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Iterable
 
 from ai_sandbox.errors import PolicyError
-from ai_sandbox.patterns import PROJECT, PatternSet
+from ai_sandbox.patterns import CODE, OUTPUT, PROJECT, PatternSet
 from ai_sandbox.records import Factory, record, value
 
 GLOBAL, IGNORED, CRYPT, EXPLICIT = "global", "ignored", "git-crypt", "explicit"
@@ -188,6 +188,8 @@ def build(
     listdir: Callable[[str], list[str]] = os.listdir,
     realpath: Callable[[str], str] = os.path.realpath,
     limit: int = 0,
+    secret: Callable[[str], str | None] | None = None,
+    scandir: Callable[[str], list[tuple[str, bool]]] | None = None,
 ) -> Policy:
     """Merge the layers' entries into the masks a backend enforces.
 
@@ -195,6 +197,7 @@ def build(
     symlinks, nested masks fold into their parents, and paths the backend cannot express widen to the
     nearest parent it can — or the launch is refused. Past `limit` masks, directories are hidden whole
     (first those with nothing readable left in them) until the backend can mount them all.
+    `secret` names the secret-looking file names that stay hidden inside the build outputs kept readable.
     """
     policy = Policy(root=root, in_git=in_git)
     candidates: list[Mask] = []
@@ -212,6 +215,8 @@ def build(
             candidates.append(Mask(e.path, e.is_dir, e.layer, e.reason))  # the usual case, without a call
         else:
             _allow_or_split(e, root, allow, policy, candidates, listdir)
+    if secret is not None:
+        candidates += _secrets_in_outputs(policy, root, allow, secret, scandir or _scandir)
     protected = _protected(root, home)
     if realpath is os.path.realpath:
         realpath = _cached_realpath()
@@ -286,6 +291,62 @@ def _allow_or_split(
         del out[out_before:]
         note = f"split from {split_from}" if split_from else ""
         out.append(Mask(e.path, e.is_dir, e.layer, e.reason, note=note))
+
+
+def _scandir(path: str) -> list[tuple[str, bool]]:
+    with os.scandir(path) as it:
+        return [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+
+
+def _secrets_in_outputs(
+    policy: Policy,
+    root: str,
+    allow: PatternSet,
+    secret: Callable[[str], str | None],
+    scandir: Callable[[str], list[tuple[str, bool]]],
+) -> list[Mask]:
+    """Inside the build outputs kept readable, what has a secret-looking name stays hidden (a build that copied
+    `.env` into `dist/`), unless a person's own `allow` names it. A directory that cannot be listed is hidden
+    whole: what it holds is unknown. Links are not followed: a link's name is judged, its target resolved later."""
+    out: list[Mask] = []
+    keep = []
+    for k in policy.kept:
+        if k.origin != OUTPUT:
+            keep.append(k)
+            continue
+        top = _rel(k.path, root)
+        name_rule = secret(os.path.basename(k.path))
+        if name_rule is not None:
+            out.append(Mask(k.path, k.is_dir, IGNORED, f"{k.reason}; secret-looking name ({name_rule})"))
+            continue
+        pending = [k.path] if k.is_dir else []
+        listed = not pending
+        while pending:
+            d = pending.pop()
+            try:
+                children = scandir(d)
+            except OSError:
+                if d == k.path and not os.path.lexists(d):
+                    break  # gone since git listed it: nothing to hide, nothing to keep
+                out.append(Mask(d, True, IGNORED, f"{k.reason}; cannot be listed inside build output {top}/"))
+                policy.warn(UNLISTABLE, f"cannot list {d} inside build output {top}/; hidden whole", d)
+                continue
+            listed = True
+            for name, is_dir in children:
+                path = os.path.join(d, name)
+                rule = secret(name)
+                if rule is None:
+                    if is_dir:
+                        pending.append(path)
+                    continue
+                mine = allow.match(_rel(path, root), is_dir)
+                if mine is not None and mine.origin not in CODE:
+                    continue  # the user's or the project's own allow names it
+                out.append(Mask(path, is_dir, IGNORED, f"secret-looking name ({rule}) inside build output {top}/"))
+        if listed:
+            keep.append(k)
+    policy.kept = keep
+    return out
 
 
 def _protected(root: str, home: str) -> list[str]:

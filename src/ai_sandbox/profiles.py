@@ -6,6 +6,7 @@ Profiles are TOML files: the ones shipped in the package, overridden by the user
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 
@@ -43,6 +44,68 @@ DEPENDENCY_DIRS = (
     "target/",
     ".gradle/",
 )
+
+# What builds, test runners and apps write where they always write, git-ignored by convention: readable and
+# writable inside like the dependency directories, or the agent's first `npm run build` fails on the `dist/` an
+# earlier build left (`allow_build_outputs = false` hides them like any ignored path). Logs are here too: an agent
+# that starts the app must be able to read what it logged.
+BUILD_OUTPUT_DIRS = (
+    "dist/",
+    "build/",
+    "out/",
+    "_build/",
+    ".next/",
+    ".nuxt/",
+    ".output/",
+    ".svelte-kit/",
+    ".angular/",
+    ".turbo/",
+    ".parcel-cache/",
+    ".vite/",
+    ".docusaurus/",
+    "storybook-static/",
+    "coverage/",
+    ".nyc_output/",
+    "htmlcov/",
+    ".coverage",
+    "*.egg-info/",
+    "cmake-build-*/",
+    "bin/",
+    "obj/",
+    "*.tsbuildinfo",
+    "*.log",
+    "logs/",
+    "log/",
+)
+
+# Names that usually hold credentials, matched case-insensitively against the name alone: `init` suggests the
+# readable ones, and inside a build output kept readable they stay hidden (a build that copied `.env` into
+# `dist/`); a directory that matches is hidden whole. Narrow on purpose: `*token*` or `*password*` would hide the
+# `password-reset.js` chunk a web build emits.
+SECRET_NAMES = (
+    "*.tfvars", "*.tfvars.json", "*.tfstate", "*.tfstate.backup", "*.pem", "*.key", "*.p12", "*.pfx",
+    "*.jks", "*.keystore", "*.kdbx", "*.ovpn", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", ".envrc",
+    ".env", ".env.*", "*.env", ".npmrc", ".pypirc", ".netrc", ".htpasswd", ".pgpass", "kubeconfig",
+    "*.kubeconfig", "service-account*.json", "*credentials*", "*secret*", "*.age", "*.asc",
+)  # fmt: skip
+# Committed on purpose as templates: never a secret.
+NOT_SECRET = ("*.example", "*.sample", "*.template", "*.dist", "*.tpl", "*.md", "*.rst")
+# `*secret*` and `*credentials*` also match code (secret_manager.py, credentials-form.js): data files only.
+_DATA_EXT = {"", ".json", ".yaml", ".yml", ".toml", ".ini", ".conf", ".cfg", ".txt", ".xml", ".properties", ".env"}
+_WIDE = ("*secret*", "*credentials*")
+_SECRET_RE = re.compile("|".join(fnmatch.translate(p) for p in SECRET_NAMES))
+
+
+def secret_name(name: str) -> str | None:
+    """The SECRET_NAMES pattern that a file or directory name matches, if it looks like a secret."""
+    low = name.lower()
+    if not _SECRET_RE.match(low) or any(fnmatch.fnmatchcase(low, p) for p in NOT_SECRET):
+        return None
+    pat = next(p for p in SECRET_NAMES if fnmatch.fnmatchcase(low, p))
+    if pat in _WIDE and os.path.splitext(low)[1] not in _DATA_EXT:
+        return None
+    return pat
+
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 

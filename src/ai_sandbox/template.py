@@ -6,26 +6,15 @@ Suggestions stay commented: hiding a tracked file is the user's decision, made b
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from dataclasses import dataclass, field
 
 import tomli_w
 
-from ai_sandbox import config
+from ai_sandbox import config, profiles
 from ai_sandbox.errors import CantCreateError, ConfigError, UsageError
+from ai_sandbox.patterns import DEPENDENCY, OUTPUT
 
-# Names that usually hold credentials. Matched against file names, case-insensitively.
-SECRET_NAMES = (
-    "*.tfvars", "*.tfvars.json", "*.tfstate", "*.tfstate.backup", "*.pem", "*.key", "*.p12", "*.pfx",
-    "*.jks", "*.keystore", "*.kdbx", "*.ovpn", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", ".envrc",
-    ".env", ".env.*", "*.env", ".npmrc", ".pypirc", ".netrc", ".htpasswd", ".pgpass", "kubeconfig",
-    "*.kubeconfig", "service-account*.json", "*credentials*", "*secret*", "*.age", "*.asc",
-)  # fmt: skip
-# Committed on purpose as templates; never suggested.
-NOT_SECRET = ("*.example", "*.sample", "*.template", "*.dist", "*.tpl", "*.md", "*.rst")
-# `*secret*` and `*credentials*` also match code (secret_manager.py); only data files are suggested for those.
-_DATA_EXT = {"", ".json", ".yaml", ".yml", ".toml", ".ini", ".conf", ".cfg", ".txt", ".xml", ".properties", ".env"}
 _LISTED = 20  # ignored directories named in the header before "and N more"
 
 
@@ -37,21 +26,14 @@ class Draft:
     suggest: list[str] = field(default_factory=list)  # commented block suggestions
     ignored: list[str] = field(default_factory=list)  # hidden by git's rules, for the header
     dependencies: list[str] = field(default_factory=list)  # ignored, kept readable as dependencies
+    outputs: list[str] = field(default_factory=list)  # ignored, kept readable and writable as build outputs
     migrated_from: list[str] = field(default_factory=list)
     unmigrated: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
 def looks_secret(rel: str) -> bool:
-    name = os.path.basename(rel).lower()
-    if any(fnmatch.fnmatchcase(name, p) for p in NOT_SECRET):
-        return False
-    for pat in SECRET_NAMES:
-        if fnmatch.fnmatchcase(name, pat):
-            if pat in ("*secret*", "*credentials*"):
-                return os.path.splitext(name)[1] in _DATA_EXT
-            return True
-    return False
+    return profiles.secret_name(os.path.basename(rel)) is not None
 
 
 def draft(directory: str, env: dict[str, str], force: bool) -> tuple[Draft, str]:
@@ -89,8 +71,9 @@ def draft(directory: str, env: dict[str, str], force: bool) -> tuple[Draft, str]
         if m.layer == "ignored" and m.path.startswith(repo.root + "/"):
             d.ignored.append(os.path.relpath(m.path, repo.root) + ("/" if m.is_dir else ""))
     for k in policy.kept:
-        if "dependency directory" in k.rule:
-            d.dependencies.append(os.path.relpath(k.path, repo.root) + ("/" if k.is_dir else ""))
+        listing = {DEPENDENCY: d.dependencies, OUTPUT: d.outputs}.get(k.origin)
+        if listing is not None:
+            listing.append(os.path.relpath(k.path, repo.root) + ("/" if k.is_dir else ""))
     seen = set(d.block)
     for tree in prepared.trees:
         files = list(tree.scan.tracked) + [rel for rel, is_dir in tree.scan.untracked if not is_dir]
@@ -154,7 +137,7 @@ def render(d: Draft) -> str:
         "# Written by `ai-sandbox init`; edit freely. `ai-sandbox explain` shows the policy that results.",
         "#",
         "# Hidden without any entry here, recomputed at every launch:",
-        "#   - every git-ignored path (.env, build/, …), except agent tool dirs and dependency dirs",
+        "#   - every git-ignored path (.env, secrets/, …), except agent tool dirs, dependency dirs and build outputs",
         "#   - files encrypted with git-crypt, and the git-crypt key",
         "#   - the `block` entries of your ~/.config/ai-sandbox/config.toml",
         "#",
@@ -174,6 +157,13 @@ def render(d: Draft) -> str:
             "#",
             "# Ignored, but readable as dependencies (set allow_dependencies = false in your config.toml to hide them):",
             *_listing(d.dependencies),
+        ]
+    if d.outputs:
+        lines += [
+            "#",
+            "# Ignored, but readable and writable as build outputs (secret-looking names inside stay hidden;",
+            "# set allow_build_outputs = false in your config.toml to hide them):",
+            *_listing(d.outputs),
         ]
     if d.migrated_from:
         lines += ["#", f"# Entries below were kept from {' and '.join(d.migrated_from)}."]

@@ -22,13 +22,15 @@ def _commit(ws, *paths: str) -> None:
 
 def _project(ws) -> None:
     """A repository with something in every layer."""
-    ws.write(".gitignore", ".env\nbuild/\nnode_modules/\n")
+    ws.write(".gitignore", ".env\nprivate/\nnode_modules/\ndist/\n")
     ws.write("infra/prod.tfvars", "SECRET-TFVARS\n")
     ws.write("src/app.py", "SOURCE\n")
     ws.write(".ai-sandbox.toml", 'block = ["/infra/prod.tfvars"]\n')
     _commit(ws, ".gitignore", "infra/prod.tfvars", "src/app.py", ".ai-sandbox.toml")
     ws.write(".env", "SECRET-ENV\n")
-    ws.write("build/out.bin", "SECRET-BUILD\n")
+    ws.write("private/out.bin", "SECRET-PRIVATE\n")
+    ws.write("dist/app.js", "BUILT\n")
+    ws.write("dist/.env.production", "SECRET-IN-DIST\n")
     ws.write("node_modules/pkg/index.js", "DEP\n")
     ws.write("creds.txt", "SECRET-GLOBAL\n")
     ws.config_file.write_text('block = ["creds.txt"]\n')
@@ -40,12 +42,22 @@ def _project(ws) -> None:
 def test_explain_names_the_layer_and_rule_of_each_path(ws_self):
     _project(ws_self)
     res = ws_self.run(
-        "explain", ".env", "build/out.bin", "infra/prod.tfvars", "creds.txt", "node_modules/pkg", "src/app.py"
+        "explain",
+        ".env",
+        "private/out.bin",
+        "infra/prod.tfvars",
+        "creds.txt",
+        "node_modules/pkg",
+        "src/app.py",
+        "dist/app.js",
+        "dist/.env.production",
     )
     assert res.rc == 0, res.err
     rows = {line.split()[0]: line for line in res.out.splitlines() if line.strip()}
     assert "hidden" in rows[".env"] and "ignored" in rows[".env"] and ".gitignore:1: .env" in rows[".env"]
-    assert "hidden" in rows["build/out.bin"] and "build/" in rows["build/out.bin"]
+    assert "hidden" in rows["private/out.bin"] and "private/" in rows["private/out.bin"]
+    assert "readable" in rows["dist/app.js"] and "dist/ (build output)" in rows["dist/app.js"]
+    assert "hidden" in rows["dist/.env.production"] and "secret-looking name (.env.*)" in rows["dist/.env.production"]
     assert "explicit" in rows["infra/prod.tfvars"] and ".ai-sandbox.toml:1" in rows["infra/prod.tfvars"]
     assert "global" in rows["creds.txt"] and "config.toml:1" in rows["creds.txt"]
     assert "readable" in rows["node_modules/pkg"] and "dependency directory" in res.out
@@ -62,7 +74,8 @@ def test_explain_json_is_what_the_sandbox_enforces(ws_self, firejail):
     root = str(ws_self.repo)
     assert hidden == {
         (f"{root}/.env", "ignored"),
-        (f"{root}/build", "ignored"),
+        (f"{root}/private", "ignored"),
+        (f"{root}/dist/.env.production", "ignored"),
         (f"{root}/infra/prod.tfvars", "explicit"),
         (f"{root}/creds.txt", "global"),
     }
@@ -75,8 +88,9 @@ def test_explain_json_is_what_the_sandbox_enforces(ws_self, firejail):
     assert blacklisted == {p for p, _ in hidden} | {own}
     checked = {r[1:] for r in check.split("\n", 1)[1].split("\0") if r.startswith("M")}
     assert checked == blacklisted
-    inside = ws_self.run("--", "sh", "-c", "cat .env build/out.bin infra/prod.tfvars creds.txt src/app.py; true")
-    assert "SOURCE" in inside.out and "SECRET" not in inside.out
+    cmd = "cat .env private/out.bin dist/.env.production infra/prod.tfvars creds.txt src/app.py dist/app.js; true"
+    inside = ws_self.run("--", "sh", "-c", cmd)
+    assert "SOURCE" in inside.out and "BUILT" in inside.out and "SECRET" not in inside.out
     paths = json.loads(ws_self.run("explain", "--json", ".env", "src").out)["paths"]
     assert paths[0]["hidden"] is True and paths[0]["layer"] == "ignored"
     assert paths[1]["hidden"] is False and paths[1]["layer"] is None
@@ -149,7 +163,8 @@ def test_init_writes_a_commented_template_with_suggestions(ws_self, firejail):
     for suggestion in ('# "/infra/prod.tfvars",', '# "/keys/deploy.pem",', '# "/.envrc",'):
         assert suggestion in text
     assert ".env.example" not in text and "secret_manager" not in text
-    assert "dist/" in text and "node_modules/" in text and "dependencies" in text
+    assert "node_modules/" in text and "dependencies" in text
+    assert "dist/" in text and "build outputs" in text
     # uncommenting a suggestion hides the file
     path.write_text(text.replace('# "/infra/prod.tfvars",', '"/infra/prod.tfvars",'))
     res = ws_self.run("--", "sh", "-c", "cat infra/prod.tfvars; true")

@@ -20,17 +20,17 @@ def inside(ws, script: str, **kw):
 
 
 def test_ignored_files_and_directories_are_hidden(ws, firejail):
-    ws.write(".gitignore", ".env\nsecrets/\n*.log\n")
+    ws.write(".gitignore", ".env\nsecrets/\n*.dump\n")
     ws.write("src/app.py", "print('SOURCE-VISIBLE')\n")
     ws.git("add", ".gitignore", "src/app.py")
     ws.git("commit", "-qm", "src")
     ws.write(".env", "TOKEN=SECRET-ENV\n")
     ws.write("secrets/key.txt", "SECRET-DIR\n")
-    ws.write("logs/app.log", "SECRET-LOG\n")  # a directory holding only ignored files
-    res = inside(ws, "cat .env secrets/key.txt logs/app.log src/app.py; ls -a secrets logs; true")
+    ws.write("dumps/db.dump", "SECRET-DUMP\n")  # a directory holding only ignored files
+    res = inside(ws, "cat .env secrets/key.txt dumps/db.dump src/app.py; ls -a secrets dumps; true")
     assert res.rc == 0, res.err
     assert "SOURCE-VISIBLE" in res.out
-    for secret in ("SECRET-ENV", "SECRET-DIR", "SECRET-LOG", "key.txt", "app.log"):
+    for secret in ("SECRET-ENV", "SECRET-DIR", "SECRET-DUMP", "key.txt", "db.dump"):
         assert secret not in res.out
 
 

@@ -6,8 +6,9 @@ import os
 
 import pytest
 
+from ai_sandbox import profiles
 from ai_sandbox.errors import PolicyError
-from ai_sandbox.patterns import Pattern, PatternSet
+from ai_sandbox.patterns import OUTPUT, Pattern, PatternSet
 from ai_sandbox.policy import CRYPT, EXPLICIT, GLOBAL, IGNORED, Entry, build
 
 ROOT = "/p"
@@ -260,3 +261,71 @@ def test_over_the_limit_with_nothing_to_widen_is_refused(tmp_path):
     globals_ = [Entry(str(home / n), False, GLOBAL, "g") for n in (".x", ".y")]
     with pytest.raises(PolicyError, match="max_masks"):
         build(str(tmp_path / "proj"), globals_, allow(), home=str(home), limit=1)
+
+
+# --- build outputs: readable and writable, secret-looking names inside stay hidden ----------------------------
+
+
+def _outputs(*texts: str) -> PatternSet:
+    return PatternSet([Pattern(t, "build output", OUTPUT) for t in texts])
+
+
+def test_secret_looking_names_inside_build_outputs_stay_hidden(tmp_path):
+    root = str(tmp_path)
+    for rel in ("dist/app.js", "dist/.env.production", "dist/assets/server.KEY", "dist/secrets/a", "dist/ok/x.js"):
+        os.makedirs(os.path.dirname(f"{root}/{rel}"), exist_ok=True)
+        open(f"{root}/{rel}", "w").close()
+    entries = [Entry(f"{root}/dist", True, IGNORED, "ignored by git")]
+    pol = build(root, entries, _outputs("dist/"), realpath=identity, secret=profiles.secret_name)
+    assert [k.path for k in pol.kept] == [f"{root}/dist"]
+    assert paths(pol) == [f"{root}/dist/.env.production", f"{root}/dist/assets/server.KEY", f"{root}/dist/secrets"]
+    assert "secret-looking name (.env.*) inside build output dist/" in pol.masks[0].reason
+    # without the name check (an old policy) the directory is simply readable: this is what the check adds
+    assert paths(build(root, entries, _outputs("dist/"), realpath=identity)) == []
+
+
+def test_a_persons_allow_keeps_a_secret_looking_name_in_a_build_output(tmp_path):
+    root = str(tmp_path)
+    os.makedirs(f"{root}/dist")
+    open(f"{root}/dist/token-secret.js", "w").close()
+    pats = _outputs("dist/").patterns + [Pattern("dist/token-secret.js", ".ai-sandbox.toml:2")]
+    pol = build(root, [Entry(f"{root}/dist", True, IGNORED, "i")], PatternSet(pats), secret=profiles.secret_name)
+    assert paths(pol) == []
+
+
+def test_a_build_output_with_a_secret_looking_name_is_hidden_and_an_unlistable_one_whole(tmp_path):
+    root = str(tmp_path)
+    entries = [Entry(f"{root}/.env.log", False, IGNORED, "i"), Entry(f"{root}/out", True, IGNORED, "i")]
+    os.makedirs(f"{root}/out")
+
+    def scandir(path: str) -> list[tuple[str, bool]]:
+        raise PermissionError(path)
+
+    pol = build(
+        root, entries, _outputs("*.log", "out/"), realpath=identity, secret=profiles.secret_name, scandir=scandir
+    )
+    assert paths(pol) == [f"{root}/.env.log", f"{root}/out"] and pol.kept == []
+    assert any("cannot list" in w.message for w in pol.warnings)
+
+
+def test_secret_names_are_narrow():
+    for name in (
+        ".env",
+        ".ENV.local",
+        ".envrc",
+        "prod.tfvars",
+        "id_ed25519",
+        "db-credentials.json",
+        "a.p12",
+        "secrets",
+    ):
+        assert profiles.secret_name(name), name
+    for name in (
+        "app.js",
+        "password-reset.3f2a.js",
+        "secret-santa.js",
+        "tokenizer.js",
+        "environment.ts",
+        ".env.example",
+    ):
+        assert profiles.secret_name(name) is None, name

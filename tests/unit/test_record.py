@@ -12,7 +12,7 @@ import pytest
 
 from ai_sandbox import config, launch, profiles, state
 from ai_sandbox.errors import ConfigError, PolicyError
-from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, PROFILE, PROJECT, USER, Pattern, PatternSet
+from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, PROFILE, PROJECT, USER, Pattern, PatternSet
 from ai_sandbox.policy import IGNORED, Entry, build
 
 
@@ -63,7 +63,7 @@ def test_every_pattern_is_made_with_its_origin(tmp_path, monkeypatch):
     prof = profiles.load(os.path.join(profiles.shipped_dir(), "claude.toml"))
     assert prof.allow and {p.origin for p in prof.allow} == {PROFILE}
     allow = launch.allowlist(user, prof, proj).patterns
-    assert {p.origin for p in allow} == {DEPENDENCY, BUILT_IN, PROFILE, USER, PROJECT}
+    assert {p.origin for p in allow} == {DEPENDENCY, OUTPUT, BUILT_IN, PROFILE, USER, PROJECT}
     assert Pattern("x", "t").origin == PROJECT  # unsaid: the least trusted
 
 

@@ -12,7 +12,7 @@ import stat
 import sys
 from collections.abc import Mapping
 
-from ai_sandbox import config, layers, nested, profiles, project, state
+from ai_sandbox import config, layers, nested, profiles, project, skipworktree, state
 from ai_sandbox.backends import LaunchPlan, Settings, select
 from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
 from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, Pattern, PatternSet
@@ -252,10 +252,14 @@ def run(req: Request) -> int:
     make_dirs(prepared.plan.dirs)
     write_files(prepared.plan.files)
     state.record(seen)
-    if prepared.policy.masks:
+    root = prepared.policy.root
+    needs, flagged = skipworktree.hidden_tracked(prepared.policy, prepared.trees)
+    skipworktree.protect(req.env, root, needs, flagged)
+    if prepared.policy.masks or needs:
         from ai_sandbox import watch  # noqa: PLC0415
 
-        watch.start(prepared.policy, prepared.on_hidden_change, state.moved_log(req.env, prepared.policy.root))
+        end = (lambda pid: skipworktree.release(req.env, root, pid)) if needs else None
+        watch.start(prepared.policy, prepared.on_hidden_change, state.moved_log(req.env, root), on_end=end)
     _exec(prepared.plan.argv, prepared.plan.env)
     return 127  # not reached
 

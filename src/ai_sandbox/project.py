@@ -39,6 +39,7 @@ class Scan:
         self._index = index
         self._tracked: list[str] | None = None
         self._gitlinks: list[str] | None = None
+        self._skip: set[str] | None = None
 
     @property
     def gitlinks(self) -> list[str]:
@@ -55,12 +56,32 @@ class Scan:
             self._split_index()
         return self._tracked  # type: ignore[return-value]
 
+    @property
+    def skip_worktree(self) -> set[str]:
+        """Paths whose index entry carries the skip-worktree bit (`ls-files -t` tags them S)."""
+        if self._skip is None:
+            self._skip = set()
+            if b"\0S " in b"\0" + self._index:
+                self._split_index()
+        return self._skip
+
     def has_tracked_named(self, name: bytes) -> bool:
         """A cheap test on the raw index: could any tracked path end in name?"""
         return name in self._index
 
+    def is_tracked(self, rel: str) -> bool:
+        """Is rel in the index? Searched in git's bytes: no decoding of the other 50,000 entries."""
+        raw = b"\t" + os.fsencode(rel) + b"\0"
+        i = self._index.find(raw)
+        while i != -1:
+            start = self._index.rfind(b"\0", 0, i) + 1
+            if self._index.find(b"\t", start) == i:  # the record's own tab, not one inside another name
+                return True
+            i = self._index.find(raw, i + 1)
+        return False
+
     def _split_index(self) -> None:
-        tracked, links, seen = [], [], set()
+        tracked, links, skip, seen = [], [], set(), set()
         for rec in self._index.split(b"\0"):
             if not rec:
                 continue
@@ -68,8 +89,11 @@ class Scan:
             if raw in seen:
                 continue  # unmerged entries appear once per stage
             seen.add(raw)
-            (links if meta.startswith(b"160000") else tracked).append(os.fsdecode(raw))
-        self._tracked, self._gitlinks = tracked, links
+            path = os.fsdecode(raw)
+            (links if meta[2:].startswith(b"160000") else tracked).append(path)
+            if meta.startswith(b"S "):
+                skip.add(path)
+        self._tracked, self._gitlinks, self._skip = tracked, links, skip
 
 
 def _run(
@@ -82,6 +106,15 @@ def _run(
             f"git is not installed (looked in {tools.where()})",
             "install git (e.g. `sudo apt-get install git`); ai-sandbox reads its rules from git",
         ) from None
+
+
+def git_output(args: list[str], cwd: str, stdin: bytes | None = None) -> bytes:
+    """git's stdout; a failure refuses with git's first line."""
+    return _git(args, cwd, stdin)
+
+
+def git_run(args: list[str], cwd: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    return _run(args, cwd, stdin)
 
 
 def _git(args: list[str], cwd: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> bytes:
@@ -223,7 +256,7 @@ def scan(repo: Repo) -> Scan:
     calls = {
         "ignored": ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
         "untracked": ["ls-files", "-z", "--others", "--exclude-standard", "--directory"],
-        "index": ["ls-files", "-z", "--stage"],
+        "index": ["ls-files", "-z", "--stage", "-t"],  # -t: S marks a skip-worktree entry
     }
     if _config_may_matter(repo):
         calls["config"] = ["config", "-z", "--get-regexp", _CONFIG_KEYS]

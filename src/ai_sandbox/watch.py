@@ -24,6 +24,7 @@ import select
 import signal
 import struct
 import sys
+from collections.abc import Callable
 
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.policy import Policy
@@ -37,13 +38,15 @@ _IN_ONLYDIR, _IN_NONBLOCK, _IN_CLOEXEC = 0x01000000, 0o4000, 0o2000000
 _EVENT = struct.Struct("iIII")
 
 
-def start(policy: Policy, mode: str, moved_log: str = "") -> None:
-    """Fork the watcher for this process, which is about to become the sandbox; returns in the parent."""
-    if mode == "off" or not policy.masks:
+def start(policy: Policy, mode: str, moved_log: str = "", on_end: Callable[[int], None] | None = None) -> None:
+    """Fork the watcher for this process, which is about to become the sandbox; returns in the parent.
+    on_end(pid) runs once the sandbox is gone (the index marks of skipworktree.py are cleared there), even with
+    on_hidden_change = "off"."""
+    if (mode == "off" or not policy.masks) and on_end is None:
         return
     target = os.getpid()
-    paths = [m.path for m in policy.masks]
-    if moved_log:
+    paths = [m.path for m in policy.masks] if mode != "off" else []
+    if moved_log and paths:
         moved_log = f"{moved_log}.{target}"
         try:
             write_file(moved_log, b"*\0")  # until the watcher says otherwise: anything may have moved
@@ -61,11 +64,35 @@ def start(policy: Policy, mode: str, moved_log: str = "") -> None:
         return
     code = 0
     try:
-        _child(paths, target, mode, moved_log)
+        if not paths:
+            _wait_only(target)
+        else:
+            _child(paths, target, mode, moved_log)
     except BaseException:  # noqa: BLE001 — a watcher must never print a traceback over the agent's screen
         code = 1
     finally:
-        os._exit(code)
+        try:
+            if on_end is not None:
+                on_end(target)
+        finally:
+            os._exit(code)
+
+
+def _wait_only(target: int) -> None:
+    """No masks to watch: only outlive the sandbox."""
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP):
+        signal.signal(sig, signal.SIG_IGN)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    alive = _liveness(target)
+    while True:
+        if alive is not None:
+            select.select([alive], [], [])
+            return
+        if os.getppid() != target:
+            return
+        select.select([], [], [], 0.5)
 
 
 def _ident(path: str) -> tuple[int, int] | None:

@@ -1,0 +1,215 @@
+"""Hidden tracked files and git: the index's skip-worktree bit, set for a session and cleared after it.
+
+Inside the sandbox a hidden tracked file reads as an empty file for root and as unreadable for a user. git
+would see it modified: root's `git add -A` / `commit -a` / `stash` recorded it emptied (data loss, then
+pushed), a user's failed with Permission denied, and git-crypt's clean filter failed. With the bit set git
+takes the index's copy as the file's content and never opens it: status, diff, add -A, commit -a, stash,
+checkout, reset --hard and rebase work and never record it (lab-notes: measured as root and user, with
+git-crypt; ~24 ms to rewrite a 50,000-file index). What would have to change the file itself — a checkout
+of a branch where it differs — fails as it would on any local change, with nothing half-done.
+
+Only bits ai-sandbox set are ever cleared; a bit the user had set is theirs. Concurrent sessions of one
+project share the bits: the journal (`<state>/skip-worktree/<key>`, read-only inside the sandbox) holds the
+paths ai-sandbox set and, per live session, the paths it needs. A session's end (the watcher) clears what no
+live session still needs; a launch after a crash or a kill does the same for sessions that are gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterable, Mapping
+
+from ai_sandbox import project
+from ai_sandbox.errors import PolicyError
+from ai_sandbox.policy import IGNORED, Policy
+from ai_sandbox.state import project_key, state_dir, write_file
+
+_LOCK_WAIT = 2.0  # seconds a launch waits for another git's index.lock before refusing
+_FEW = 16  # file masks looked up in the raw index without decoding it
+
+
+def journal_path(env: Mapping[str, str], root: str) -> str:
+    return os.path.join(state_dir(env), "skip-worktree", project_key(root))
+
+
+def hidden_tracked(policy: Policy, trees: Iterable) -> tuple[dict[str, list[str]], dict[str, set[str]]]:
+    """{work tree root: [its tracked paths that a mask hides]}, and which of them are flagged already. An
+    ignored path git listed is untracked by definition, so only the other masks are looked at: most launches
+    look at none."""
+    masks = [m for m in policy.masks if m.layer != IGNORED or m.note]
+    out: dict[str, list[str]] = {}
+    flagged: dict[str, set[str]] = {}
+    if not masks:
+        return out, flagged
+    for tree in trees:
+        base = os.path.join(policy.root, tree.prefix).rstrip("/") + "/"
+        files, dirs = [], []
+        for m in masks:
+            if m.path.startswith(base):
+                (dirs if m.is_dir else files).append(m.path[len(base) :])
+            elif m.is_dir and base.startswith(m.path.rstrip("/") + "/"):
+                dirs.append("")  # a mask above this work tree hides all of it
+        if not files and not dirs:
+            continue
+        found = _tracked_among(tree.scan, files, dirs)
+        if found:
+            out[base.rstrip("/")] = found
+            flagged[base.rstrip("/")] = tree.scan.skip_worktree.intersection(found)
+    return out, flagged
+
+
+def _tracked_among(scan: project.Scan, files: list[str], dirs: list[str]) -> list[str]:
+    if not dirs and len(files) <= _FEW:
+        return [f for f in files if scan.is_tracked(f)]
+    wanted = set(files)
+    prefixes = tuple(d + "/" if d else "" for d in dirs)
+    return [t for t in scan.tracked if t in wanted or (prefixes and t.startswith(prefixes))]
+
+
+def protect(env: Mapping[str, str], root: str, needs: dict[str, list[str]], flagged: dict[str, set[str]]) -> None:
+    """Before the sandbox starts: flag every needed path not flagged yet, note what this session needs, and
+    clear what sessions that are gone left set. `flagged`: the paths flagged now (the scan's), per tree."""
+    path = journal_path(env, root)
+    if not needs and not os.path.exists(path):
+        return  # the usual launch: no hidden tracked file, nothing left behind
+    with _locked(path):
+        doc = _load(path)
+        live = _live_sessions(doc)
+        owned: dict[str, set[str]] = {t: set(p) for t, p in doc.get("owned", {}).items()}
+        keep = _needed(live)
+        for tree, paths in needs.items():
+            keep.setdefault(tree, set()).update(paths)
+        _clear_unneeded(owned, keep)
+        for tree, paths in needs.items():
+            mine = owned.setdefault(tree, set())
+            todo = [p for p in paths if p not in flagged.get(tree, set()) and p not in mine]
+            if todo:
+                _update_index(tree, "--skip-worktree", todo, _LOCK_WAIT)
+                mine.update(todo)
+        if needs:
+            live[str(os.getpid())] = {"start": _start_time(os.getpid()), "needs": needs}
+        _save(path, owned, live)
+
+
+def release(env: Mapping[str, str], root: str, pid: int) -> None:
+    """After the session of pid: clear what no live session needs any more. Never raises: a bit left set is
+    cleared by the next launch."""
+    path = journal_path(env, root)
+    with contextlib.suppress(OSError, PolicyError, ValueError), _locked(path):
+        doc = _load(path)
+        live = _live_sessions(doc)
+        live.pop(str(pid), None)
+        owned = {t: set(p) for t, p in doc.get("owned", {}).items()}
+        try:
+            _clear_unneeded(owned, _needed(live), wait=10.0)
+        finally:
+            _save(path, owned, live)
+
+
+def _clear_unneeded(owned: dict[str, set[str]], keep: dict[str, set[str]], wait: float = _LOCK_WAIT) -> None:
+    for tree in list(owned):
+        drop = owned[tree] - keep.get(tree, set())
+        if not drop:
+            continue
+        if os.path.isdir(tree):
+            still = _flagged_now(tree, drop)  # the agent may have removed the file from the index
+            if still:
+                _update_index(tree, "--no-skip-worktree", sorted(still), wait)
+        owned[tree] -= drop
+        if not owned[tree]:
+            del owned[tree]
+
+
+def _needed(live: dict[str, dict]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for session in live.values():
+        for tree, paths in session.get("needs", {}).items():
+            out.setdefault(tree, set()).update(paths)
+    return out
+
+
+def _flagged_now(tree: str, paths: set[str]) -> set[str]:
+    repo = project.Repo(root=tree, common_dir="")
+    scan = project.Scan(repo, index=_index_listing(tree))
+    return {p for p in paths if p in scan.skip_worktree}
+
+
+def _index_listing(tree: str) -> bytes:
+    return project.git_output(["ls-files", "-z", "--stage", "-t"], tree)
+
+
+def _update_index(tree: str, flag: str, paths: list[str], wait: float) -> None:
+    """One `update-index` for all paths; git's index.lock held by another git is waited for, then refused."""
+    data = b"".join(os.fsencode(p) + b"\0" for p in paths)
+    deadline = time.monotonic() + wait
+    delay = 0.02
+    while True:
+        proc = project.git_run(["update-index", "-z", flag, "--stdin"], tree, data)
+        if proc.returncode == 0:
+            return
+        text = os.fsdecode(proc.stderr)
+        if "index.lock" not in text or time.monotonic() > deadline:
+            first = next((ln for ln in text.splitlines() if ln.strip()), "no message").removeprefix("fatal: ")
+            raise PolicyError(
+                f"cannot mark the hidden tracked files in {tree}'s git index: {first}",
+                "another git is running there (or left .git/index.lock behind); retry when it is done — without "
+                "the mark, git inside would see the hidden files as emptied",
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot: with the pid, it names one process (pids are reused)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return ""
+    return data[data.rindex(b")") + 2 :].split()[19].decode()
+
+
+def _live_sessions(doc: dict) -> dict[str, dict]:
+    out = {}
+    for pid, session in doc.get("sessions", {}).items():
+        start = _start_time(int(pid))
+        if start and start == session.get("start"):
+            out[pid] = session
+    return out
+
+
+def _load(path: str) -> dict:
+    try:
+        with open(path, "rb") as f:
+            doc = json.loads(f.read())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError):
+        raise PolicyError(
+            f"cannot read {path}: it lists the git index marks ai-sandbox must clear",
+            "delete it, then check `git ls-files -t` for S entries you did not set (clear them with "
+            "`git update-index --no-skip-worktree PATH`)",
+        ) from None
+    return doc if isinstance(doc, dict) else {}
+
+
+def _save(path: str, owned: dict[str, set[str]], live: dict[str, dict]) -> None:
+    if not owned and not live:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return
+    doc = {"owned": {t: sorted(p) for t, p in owned.items()}, "sessions": live}
+    write_file(path, json.dumps(doc).encode())
+
+
+@contextlib.contextmanager
+def _locked(path: str):  # noqa: ANN202
+    import fcntl  # noqa: PLC0415
+
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    with open(path + ".lock", "wb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

@@ -1,0 +1,49 @@
+"""Which hidden paths are tracked, read from git's raw index; the journal of marks across sessions."""
+
+from __future__ import annotations
+
+import os
+
+from ai_sandbox import skipworktree
+from ai_sandbox.policy import CRYPT, EXPLICIT, IGNORED, Mask, Policy
+from ai_sandbox.project import Repo, Scan
+
+ROOT = "/p"
+
+
+def _scan(*entries: tuple[str, str]) -> Scan:
+    raw = b"".join(f"{tag} 100644 {'0' * 40} 0\t{path}\0".encode() for tag, path in entries)
+    return Scan(Repo(root=ROOT, common_dir=ROOT + "/.git"), index=raw)
+
+
+class _Tree:
+    def __init__(self, prefix: str, scan: Scan) -> None:
+        self.prefix, self.scan = prefix, scan
+
+
+def test_tracked_is_found_in_the_raw_index_not_inside_another_name():
+    scan = _scan(("H", "a\tprod.tfvars"), ("S", "b.tfvars"))
+    assert not scan.is_tracked("prod.tfvars")  # only the tail of `a<TAB>prod.tfvars`
+    assert scan.is_tracked("a\tprod.tfvars") and scan.is_tracked("b.tfvars")
+    assert scan.skip_worktree == {"b.tfvars"} and scan.tracked == ["a\tprod.tfvars", "b.tfvars"]
+
+
+def test_only_masks_that_can_hide_tracked_files_are_looked_up():
+    scan = _scan(("H", "prod.tfvars"), ("S", "vault/x"), ("H", "vault/y"), ("H", "src/app.py"), ("H", "dist/keep.js"))
+    policy = Policy(root=ROOT, in_git=True)
+    policy.masks = [
+        Mask(f"{ROOT}/prod.tfvars", False, EXPLICIT, "block"),
+        Mask(f"{ROOT}/vault", True, CRYPT, "crypt"),
+        Mask(f"{ROOT}/dist", True, IGNORED, "ignored"),  # ignored: untracked by definition, not looked at
+    ]
+    needs, flagged = skipworktree.hidden_tracked(policy, [_Tree("", scan)])
+    assert needs == {ROOT: ["prod.tfvars", "vault/x", "vault/y"]} and flagged == {ROOT: {"vault/x"}}
+    policy.masks = [Mask(f"{ROOT}/dist", True, IGNORED, "ignored")]
+    assert skipworktree.hidden_tracked(policy, [_Tree("", scan)]) == ({}, {})
+
+
+def test_a_session_that_is_gone_is_not_live(tmp_path):
+    doc = {"sessions": {str(os.getpid()): {"start": skipworktree._start_time(os.getpid()), "needs": {}}}}
+    doc["sessions"]["999999999"] = {"start": "1", "needs": {}}
+    doc["sessions"][str(os.getppid())] = {"start": "0", "needs": {}}  # a reused pid: another start time
+    assert list(skipworktree._live_sessions(doc)) == [str(os.getpid())]

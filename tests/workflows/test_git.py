@@ -1,0 +1,199 @@
+"""git inside the sandbox behaves as outside for the agent's own changes, and never records a hidden file.
+
+A repository with a tracked file a `block` rule hides (prod.tfvars) and, in the git-crypt variant, an
+encrypted file and its key, both hidden. The agent's usual sequence runs once through ai-sandbox and once
+directly (the control) on identical copies; afterwards both repositories must hold the same commits, index,
+stash and work tree, and the hidden files their original content — as root and as the test user, with
+firejail and with the docker backend (podman).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import AIS, Workspace, require, token
+
+pytestmark = pytest.mark.sandbox
+
+# What agents run all day: status, diff, add -A, commit -a, stash -u / pop, a branch, a rebase, reset --hard.
+AGENT = r"""
+set -e
+echo "change 1" >> app.py
+git status --porcelain
+git diff --stat
+git add -A
+git commit -qm "agent: add"
+echo "change 2" >> app.py
+git commit -qam "agent: commit -a"
+echo wip >> app.py
+echo new > new.txt
+git stash -q -u
+git status --porcelain
+git stash pop -q
+git add -A
+git commit -qm "agent: after stash"
+git checkout -qb feature
+echo feature > feature.txt
+git add feature.txt
+git commit -qm "agent: feature"
+git checkout -q main
+echo main > main.txt
+git add main.txt
+git commit -qm "agent: main"
+git rebase -q feature
+echo junk >> app.py
+git reset -q --hard
+git log --format=%s
+echo AGENT-DONE
+"""
+
+
+def _repo(ws: Workspace, crypt: bool) -> dict[str, str]:
+    """The fixture repository; returns the hidden tracked files' content by path."""
+    ws.git("config", "user.name", "agent")
+    ws.git("config", "user.email", "agent@example.invalid")
+    secret = token("TFSECRET")
+    ws.write("app.py", "print('app')\n")
+    ws.write("prod.tfvars", f'db_password = "{secret}"\n')
+    ws.write(".ai-sandbox.toml", 'block = ["*.tfvars"]\n')
+    hidden = {"prod.tfvars": f'db_password = "{secret}"\n'}
+    if crypt:
+        require("git-crypt")
+        subprocess.run(["git-crypt", "init"], cwd=ws.repo, check=True, capture_output=True)
+        ws.write(".gitattributes", "vault.txt filter=git-crypt diff=git-crypt\n")
+        hidden["vault.txt"] = token("VAULT") + "\n"
+        ws.write("vault.txt", hidden["vault.txt"])
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "project")
+    assert ws.git("status", "--porcelain") == ""
+    return hidden
+
+
+def _state(repo: Path, run_git) -> dict[str, str]:  # noqa: ANN001
+    """What the session leaves: commits (messages and trees), index, stash, status; dates and ids aside."""
+
+    def g(*args: str) -> str:
+        return run_git(repo, *args)
+
+    return {
+        "log": g("log", "--format=%s %T", "--all"),
+        "index": g("ls-files", "-s", "-t"),
+        "stash": g("stash", "list", "--format=%s"),
+        "status": g("status", "--porcelain", "--untracked-files=all"),
+        "head": g("rev-parse", "--abbrev-ref", "HEAD"),
+    }
+
+
+def _run_git(ws: Workspace):  # noqa: ANN202
+    def run(repo: Path, *args: str) -> str:
+        return ws.git(*args, cwd=repo)
+
+    return run
+
+
+def _direct(ws: Workspace, cwd: Path, script: str) -> subprocess.CompletedProcess[str]:
+    """The control: the same script, run without ai-sandbox, as the workspace's identity."""
+    cmd = ["sh", "-c", script]
+    if ws.user:
+        cmd = ["setpriv", f"--reuid={ws.user.uid}", f"--regid={ws.user.gid}", "--clear-groups", "--", *cmd]
+    return subprocess.run(cmd, cwd=cwd, env=ws.env(), capture_output=True, text=True, timeout=60)
+
+
+def _wait_unflagged(ws: Workspace, repo: Path) -> str:
+    """The session's end clears the marks in the background (the watcher): wait for it, briefly."""
+    listing = ""
+    for _ in range(100):
+        listing = ws.git("ls-files", "-t", cwd=repo)
+        if not any(line.startswith("S ") for line in listing.splitlines()):
+            return listing
+        time.sleep(0.05)
+    return listing
+
+
+def _copy(ws: Workspace) -> Path:
+    control = ws.base / "control"
+    shutil.copytree(ws.repo, control, symlinks=True)
+    if ws.user:
+        subprocess.run(["chown", "-R", f"{ws.user.uid}:{ws.user.gid}", str(control)], check=True)
+    return control
+
+
+def _check(ws: Workspace, hidden: dict[str, str], res, control: Path) -> None:  # noqa: ANN001
+    out = res.out + res.err
+    assert "AGENT-DONE" in res.out, out
+    for content in hidden.values():
+        assert content.strip() not in out
+    ctl = _direct(ws, control, AGENT)
+    assert "AGENT-DONE" in ctl.stdout, ctl.stdout + ctl.stderr
+    # inside, git saw no hidden file as modified: the same output as the control's
+    assert res.out == ctl.stdout
+    listing = _wait_unflagged(ws, ws.repo)
+    assert not any(line.startswith("S ") for line in listing.splitlines()), listing
+    assert _state(ws.repo, _run_git(ws)) == _state(control, _run_git(ws))
+    for rel, content in hidden.items():
+        assert (ws.repo / rel).read_text() == content  # untouched on disk
+        if rel != "vault.txt":  # a git-crypt blob is the encrypted text: compared through the trees above
+            assert ws.git("show", f"HEAD:{rel}") == content  # and in the last commit, not emptied
+
+
+@pytest.mark.parametrize("crypt", [False, True], ids=["blocked", "git-crypt"])
+def test_the_agents_git_sequence_leaves_what_it_would_without_the_sandbox(ws, firejail, crypt):
+    hidden = _repo(ws, crypt)
+    control = _copy(ws)
+    res = ws.run("--", "sh", "-c", AGENT)
+    _check(ws, hidden, res, control)
+
+
+def test_marks_a_user_set_stay_and_a_crashed_session_is_repaired(ws_self, firejail):
+    ws = ws_self
+    _repo(ws, crypt=False)
+    ws.write("notes.txt", "mine\n")
+    ws.git("add", "notes.txt")
+    ws.git("commit", "-qm", "notes")
+    ws.git("update-index", "--skip-worktree", "notes.txt")  # the user's own
+    res = ws.run("--", "sh", "-c", "git ls-files -t")
+    assert "S prod.tfvars" in res.out and "S notes.txt" in res.out, res.out + res.err
+    listing = _wait_unflagged_but(ws, "notes.txt")
+    assert "H prod.tfvars" in listing and "S notes.txt" in listing
+    # a session killed with its watcher leaves the mark: the next launch clears it
+    proc = subprocess.Popen(
+        [AIS, "--", "sleep", "30"], cwd=ws.repo, env=ws.env(), start_new_session=True, stdin=subprocess.DEVNULL
+    )
+    for _ in range(200):
+        if "S prod.tfvars" in ws.git("ls-files", "-t"):
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.3)
+    assert "S prod.tfvars" in ws.git("ls-files", "-t")  # left behind: nobody cleared it
+    assert ws.run("--", "true").rc == 0
+    listing = _wait_unflagged_but(ws, "notes.txt")
+    assert "H prod.tfvars" in listing and "S notes.txt" in listing
+
+
+def _wait_unflagged_but(ws: Workspace, theirs: str) -> str:
+    listing = ""
+    for _ in range(100):
+        listing = ws.git("ls-files", "-t")
+        flagged = [line for line in listing.splitlines() if line.startswith("S ")]
+        if flagged == [f"S {theirs}"]:
+            break
+        time.sleep(0.05)
+    return listing
+
+
+@pytest.mark.parametrize("crypt", [False, True], ids=["blocked", "git-crypt"])
+def test_the_agents_git_sequence_with_the_docker_backend(ws_self, git_container, crypt):
+    ws = ws_self
+    hidden = _repo(ws, crypt)
+    control = _copy(ws)
+    res = git_container("--", "sh", "-c", AGENT)
+    _check(ws, hidden, res, control)

@@ -14,7 +14,7 @@ from ai_sandbox.policy import Kept, Mask, Policy
 SCHEMA = 1
 
 
-def _mask(m: Mask) -> dict[str, Any]:
+def _mask(m: Mask, scratch: frozenset[str] = frozenset()) -> dict[str, Any]:
     return {
         "path": m.path,
         "type": "dir" if m.is_dir else "file",
@@ -22,6 +22,9 @@ def _mask(m: Mask) -> dict[str, Any]:
         "reason": m.reason,
         "origin": m.origin or None,
         "note": m.note or None,
+        # what a write from inside does: "refused" (a read-only mask), or "scratch" (an empty tmpfs of the
+        # session: it succeeds and is discarded at exit); never the hidden content's place on the host
+        "writes": "scratch" if m.path in scratch else "refused",
     }
 
 
@@ -67,7 +70,7 @@ def document(prepared: Any, paths: list[str] | None, cwd: str, nested: list[Mask
         "backend": prepared.backend.name,
         "agent": prepared.profile.name,
         "config_files": policy.config_files,
-        "hidden": [_mask(m) for m in policy.masks],
+        "hidden": [_mask(m, frozenset(prepared.plan.scratch)) for m in policy.masks],
         "covered": [_mask(m) for m in policy.covered],
         "kept": [_kept(k) for k in policy.kept],
         "warnings": [{"kind": w.kind, "message": w.message, "path": w.path or None} for w in policy.warnings],

@@ -49,5 +49,7 @@ def unenforced(policy: Policy, table: list[tuple[str, str]]) -> list[Mask]:
     check asks (verify.py), not of the mount table's text, whose root field differs between hosts."""
     from ai_sandbox import verify  # noqa: PLC0415
 
-    readable = {path for path, _ in verify.unmasked([m.path for m in policy.masks])}
+    readable = {
+        path for path, _ in verify.unmasked([m.path for m in policy.masks]) if verify.scratch_problem(path, False)
+    }  # a scratch directory of the outer sandbox holds only what the session wrote there
     return [m for m in policy.masks if m.path in readable]

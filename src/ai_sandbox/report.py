@@ -43,13 +43,22 @@ def show_path(path: str, root: str, is_dir: bool = False) -> str:
     return printable(shown)
 
 
-def _mask_lines(policy: Policy, masks: list[Mask]) -> list[Text]:
+SCRATCH_NOTE = "writable scratch: empty inside, writes are discarded at exit"
+WRITE_NOTE = (
+    "a write into a hidden path fails (a read-only mask) and never reaches it; build outputs are readable and "
+    "writable; directories marked scratch take writes that vanish when the session ends"
+)
+
+
+def _mask_lines(policy: Policy, masks: list[Mask], scratch: frozenset[str] = frozenset()) -> list[Text]:
     lines = []
     for m in masks:
         t = Text("  ")
         t.append(f"{m.layer:<10}", style="bold red")
         t.append(show_path(m.path, policy.root, m.is_dir))
         t.append(f"  {m.reason}", style="dim")
+        if m.path in scratch:
+            t.append(f"  [{SCRATCH_NOTE}]", style="cyan")
         lines.append(t)
         if m.note:
             origin = f" (from {show_path(m.origin, policy.root)})" if m.origin else ""
@@ -78,7 +87,9 @@ def dry_run(prepared, req, unenforced=None, refusal=None) -> None:  # noqa: ANN0
         con.print(Text(f"config   {', '.join(policy.config_files)}"))
     con.print()
     con.print(Text(f"hidden ({len(policy.masks)}):", style="bold"))
-    _print_lines(con, _mask_lines(policy, policy.masks) or [Text("  nothing", style="dim")])
+    _print_lines(con, _mask_lines(policy, policy.masks, frozenset(plan.scratch)) or [Text("  nothing", style="dim")])
+    if policy.masks:
+        con.print(Text(f"  {WRITE_NOTE}", style="dim"))
     if policy.kept:
         con.print()
         con.print(Text(f"readable although git-ignored ({len(policy.kept)}):", style="bold"))
@@ -202,6 +213,8 @@ def explain(doc: dict) -> None:
         table.add_column("why", style="dim", overflow="fold")
         for h in rows:
             why = h["reason"]
+            if h.get("writes") == "scratch":
+                why += f"; {SCRATCH_NOTE}"
             if h["note"]:
                 why += f"; {h['note']}" + (f" (from {show_path(h['origin'], root)})" if h["origin"] else "")
             table.add_row(Text(show_path(h["path"], root, h["type"] == "dir")), Text(printable(why)))

@@ -13,6 +13,7 @@ It runs as `python -I -S verify.py SPEC ARGV…` (isolated, no site: ~9 ms), so 
 SPEC is a file ai-sandbox wrote (in its cache directory, read-only inside every sandbox): a header line,
 then NUL-separated records, each a one-letter kind and a path:
   M<path>               a mask: a file or directory that must show firejail's empty mask here
+  T<path>               a scratch directory: a fresh, empty tmpfs of this sandbox mounted exactly there
   R<path>               must be on a read-only mount
   B<path>               must be a mount point (so that it cannot be renamed: EBUSY)
   C<dev>:<ino>:<path>   the directory the agent starts in: the same directory as outside
@@ -130,6 +131,41 @@ def unmasked(paths: list[str]) -> Iterator[tuple[str, str]]:
             yield path, "is not masked"
 
 
+def scratch_problem(path: str, fresh: bool = True) -> str | None:
+    """Why path is not a tmpfs of its own mounted exactly there (and, when fresh, empty); None when it is. A
+    tmpfs line firejail skipped (it does so silently for a directory a user may not mount on) leaves the
+    real directory, with what it holds, on the parent's device: found by the device, not the table alone,
+    since a tmpfs can also sit hidden under another mount at the same path."""
+    try:
+        st = os.stat(path)
+        parent = os.stat(os.path.dirname(path.rstrip("/")) or "/")
+    except FileNotFoundError:
+        return None  # nothing there to read
+    except OSError as e:
+        return f"cannot be checked ({e.strerror})"
+    with open("/proc/self/mountinfo", "rb") as f:
+        lines = [ln for ln in f.read().splitlines() if ln.count(b" ") >= 5]
+    top = None
+    for line in lines:
+        fields = line.split(b" ")
+        if fields[4] == _escaped(path):
+            top = fields
+    if top is None:
+        return "is not a mount point"
+    fstype = top[top.index(b"-") + 1] if b"-" in top else b""
+    major, minor = (int(x) for x in top[2].split(b":"))
+    if fstype != b"tmpfs" or st.st_dev != os.makedev(major, minor):
+        return f"is not a tmpfs of its own (the top mount there is {os.fsdecode(fstype) or 'unknown'})"
+    if st.st_dev == parent.st_dev:
+        return "is on its parent's filesystem"
+    try:
+        if fresh and os.listdir(path):
+            return "is not empty"
+    except OSError as e:
+        return f"cannot be listed ({e.strerror})"
+    return None
+
+
 def mount_points(path: str = "/proc/self/mountinfo") -> set[bytes]:
     """Every mount point here, as mountinfo writes it (octal escapes). os.path.ismount cannot tell a
     directory bound onto itself: same device, and its parent is a different inode either way."""
@@ -166,7 +202,15 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
         )
     points = None
     for kind, rest in records:
-        if kind == "R":
+        if kind == "T":
+            why = scratch_problem(rest)
+            if why is not None:
+                return (
+                    f"{rest} {why}, although the policy hides it behind an empty scratch directory",
+                    "firejail did not mount its tmpfs; report this (a user can mount one only on a directory "
+                    "it owns under its home directory)",
+                )
+        elif kind == "R":
             try:
                 readonly = os.statvfs(rest).f_flag & os.ST_RDONLY
             except OSError as e:

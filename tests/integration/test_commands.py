@@ -85,9 +85,12 @@ def test_explain_json_is_what_the_sandbox_enforces(ws_self, firejail):
     (check,) = (c for p, c in doc["files"].items() if not p.endswith(".profile"))
     own = str(ws_self.home / ".local" / "state" / "ai-sandbox" / "parsed")
     blacklisted = {line.removeprefix("blacklist ") for line in profile.splitlines() if line.startswith("blacklist ")}
-    assert blacklisted == {p for p, _ in hidden} | {own}
-    checked = {r[1:] for r in check.split("\n", 1)[1].split("\0") if r.startswith("M")}
-    assert checked == blacklisted
+    scratch = {line.removeprefix("tmpfs ") for line in profile.splitlines() if line.startswith("tmpfs ")}
+    assert blacklisted | scratch == {p for p, _ in hidden} | {own} and not blacklisted & scratch
+    assert scratch == {h["path"] for h in doc["hidden"] if h["writes"] == "scratch"}
+    records = check.split("\n", 1)[1].split("\0")
+    assert {r[1:] for r in records if r.startswith("M")} == blacklisted
+    assert {r[1:] for r in records if r.startswith("T")} == scratch
     cmd = "cat .env private/out.bin dist/.env.production infra/prod.tfvars creds.txt src/app.py dist/app.js; true"
     inside = ws_self.run("--", "sh", "-c", cmd)
     assert "SOURCE" in inside.out and "BUILT" in inside.out and "SECRET" not in inside.out

@@ -151,7 +151,9 @@ def test_dry_run_shows_every_hidden_path_and_runs_nothing(ws_self, tmp_world):
     assert not marker.exists()
     assert "ignored   .env" in res.out and "ignored   secrets/" in res.out
     assert "--profile=" in res.out and f"blacklist {ws_self.repo}/.env" in res.out
-    assert f"blacklist {ws_self.repo}/secrets" in res.out
+    # root owns its project's secrets/: an empty tmpfs of the session, said so on its line
+    assert f"tmpfs {ws_self.repo}/secrets" in res.out or f"blacklist {ws_self.repo}/secrets" in res.out
+    assert ("[writable scratch" in res.out) == (f"tmpfs {ws_self.repo}/secrets" in res.out)
 
 
 def test_legacy_config_is_parsed_never_executed(ws, firejail, tmp_world):

@@ -118,3 +118,28 @@ def test_code_in_the_project_stays_writable_only_in_ai_sandboxs_own_checkout(tmp
     checkout = os.path.dirname(os.path.dirname(package))  # src/ai_sandbox -> the checkout, when it is one
     if os.path.isfile(os.path.join(checkout, "pyproject.toml")):
         assert not covered(own_files(env, fj.unexpressible, root=checkout))
+
+
+def test_scratch_directories_are_tmpfs_after_the_read_only_lines_and_checked_as_such(tmp_path):
+    """A read-only line after a tmpfs would make it read-only; a directory given a tmpfs is not also masked."""
+    root = str(tmp_path)
+    os.mkdir(f"{root}/secrets")
+    pol = Policy(
+        root=root,
+        in_git=True,
+        masks=[Mask(f"{root}/.env", False, "ignored", "r"), Mask(f"{root}/secrets", True, "i", "r")],
+    )
+    me = Firejail.__new__(Firejail)
+    me.user = (os.geteuid(), os.getegid())
+    if os.geteuid() != 0:
+        pytest.skip("a user gets a scratch directory only under its passwd home")
+    scratch = me.scratch(pol)
+    assert scratch == [f"{root}/secrets"]
+    lines = fj.profile(pol, OwnFiles(protect=["/h/.config/ai-sandbox"]), scratch).decode().splitlines()
+    assert lines[-3:] == ["read-only /h/.config/ai-sandbox", f"tmpfs {root}/secrets", f"blacklist {root}/.env"]
+    from ai_sandbox.backends.firejail import launch_check
+
+    recs = verify.parse_spec(launch_check(pol, OwnFiles(), root, scratch))
+    assert ("T", f"{root}/secrets") in recs and ("M", f"{root}/.env") in recs and ("M", f"{root}/secrets") not in recs
+    me.user = (12345, 12345)  # not the owner: firejail's tmpfs would take the owner's mode, so no scratch
+    assert me.scratch(pol) == []

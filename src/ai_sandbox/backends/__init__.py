@@ -22,6 +22,7 @@ class LaunchPlan:
     env: dict[str, str]  # its environment
     files: dict[str, bytes] = Factory(dict)  # written before the exec (generated profiles)
     dirs: dict[str, int] = Factory(dict)  # created (with this mode) before the exec
+    scratch: list[str] = Factory(list)  # hidden directories shown as an empty, writable, per-session directory
 
 
 @record

@@ -315,10 +315,13 @@ def _secrets_in_outputs(
             keep.append(k)
             continue
         top = _rel(k.path, root)
-        name_rule = secret(os.path.basename(k.path))
-        if name_rule is not None:
+        name_rule = next(filter(None, map(secret, top.split("/"))), None)
+        if name_rule is not None:  # `secrets/logs/` is not a build output (a red team read it through that)
             out.append(Mask(k.path, k.is_dir, IGNORED, f"{k.reason}; secret-looking name ({name_rule})"))
             continue
+        if os.path.islink(k.path) and not _owned(os.path.realpath(k.path), root):
+            out.append(Mask(k.path, k.is_dir, IGNORED, f"{k.reason}; a link out of the project"))
+            continue  # an `app.log` leading to a file elsewhere is not a build output: its target is masked
         pending = [k.path] if k.is_dir else []
         listed = not pending
         while pending:

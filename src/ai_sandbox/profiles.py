@@ -83,15 +83,17 @@ BUILD_OUTPUT_DIRS = (
 # `dist/`); a directory that matches is hidden whole. Narrow on purpose: `*token*` or `*password*` would hide the
 # `password-reset.js` chunk a web build emits.
 SECRET_NAMES = (
-    "*.tfvars", "*.tfvars.json", "*.tfstate", "*.tfstate.backup", "*.pem", "*.key", "*.p12", "*.pfx",
-    "*.jks", "*.keystore", "*.kdbx", "*.ovpn", "id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", ".envrc",
-    ".env", ".env.*", "*.env", ".npmrc", ".pypirc", ".netrc", ".htpasswd", ".pgpass", "kubeconfig",
-    "*.kubeconfig", "service-account*.json", "*credentials*", "*secret*", "*.age", "*.asc",
+    "*.tfvars", "*.tfvars.json", "*.tfstate", "*.tfstate.*", "*.tfplan", "*.pem", "*.key", "*.key.*", "*.p12",
+    "*.pfx", "*.jks", "*.keystore", "*.kdbx", "*.ovpn", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*",
+    "*_rsa", "*_ed25519", "deploy_key*", ".env*", "*.env", "env.production", "env.prod", ".npmrc", ".pypirc",
+    ".netrc", ".htpasswd", ".pgpass", ".my.cnf", ".s3cfg", ".vault-token", "secring.*", "kubeconfig*",
+    "*.kubeconfig", "service-account*.json", "*adminsdk*.json", "*credentials*", "*secret*", "*.age", "*.asc",
 )  # fmt: skip
 # Committed on purpose as templates: never a secret.
 NOT_SECRET = ("*.example", "*.sample", "*.template", "*.dist", "*.tpl", "*.md", "*.rst")
 # `*secret*` and `*credentials*` also match code (secret_manager.py, credentials-form.js): data files only.
-_DATA_EXT = {"", ".json", ".yaml", ".yml", ".toml", ".ini", ".conf", ".cfg", ".txt", ".xml", ".properties", ".env"}
+_DATA_EXT = {"", ".json", ".yaml", ".yml", ".toml", ".ini", ".conf", ".cfg", ".txt", ".xml", ".properties", ".env",
+             ".bak"}  # fmt: skip
 _WIDE = ("*secret*", "*credentials*")
 _SECRET_RE = re.compile("|".join(fnmatch.translate(p) for p in SECRET_NAMES))
 

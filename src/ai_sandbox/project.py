@@ -14,7 +14,17 @@ from ai_sandbox.errors import PolicyError, UnavailableError
 from ai_sandbox.records import value
 
 # Read-only calls must not run code a cloned repository configured (fsmonitor hooks).
-_GIT = (tools.find("git") or "/usr/bin/git", "-c", "core.fsmonitor=false", "--no-optional-locks")
+# Every git call runs outside the sandbox, on a repository the agent can write: nothing the repository
+# configures may run code here. No fsmonitor daemon, and no hooks: `update-index` (skipworktree.py) runs
+# the post-index-change hook, from .git/hooks or core.hooksPath (a red team read every secret that way).
+_GIT = (
+    tools.find("git") or "/usr/bin/git",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "--no-optional-locks",
+)
 
 
 @value

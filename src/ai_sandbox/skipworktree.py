@@ -75,6 +75,8 @@ def protect(env: Mapping[str, str], root: str, needs: dict[str, list[str]], flag
     path = journal_path(env, root)
     if not needs and not os.path.exists(path):
         return  # the usual launch: no hidden tracked file, nothing left behind
+    for tree in needs:
+        _refuse_sparse(tree)
     with _locked(path):
         doc = _load(path)
         live = _live_sessions(doc)
@@ -121,6 +123,26 @@ def _clear_unneeded(owned: dict[str, set[str]], keep: dict[str, set[str]], wait:
         owned[tree] -= drop
         if not owned[tree]:
             del owned[tree]
+
+
+def _refuse_sparse(tree: str) -> None:
+    """With sparse checkout on, git clears the bit of every entry whose file is present — and a masked file
+    is present — at the first command inside: root's `commit -a` then records it emptied (red team). git
+    2.37+ keeps the bits when told such files are expected."""
+    out = project.git_run(
+        ["config", "-z", "--get-regexp", r"^(core\.sparsecheckout|sparse\.expectfilesoutsideofpatterns)$"], tree
+    ).stdout
+    values = {}
+    for rec in out.split(b"\0"):
+        key, _, val = rec.partition(b"\n")
+        if key:
+            values[key.decode()] = val.strip().lower() in (b"true", b"yes", b"on", b"1")
+    if values.get("core.sparsecheckout") and not values.get("sparse.expectfilesoutsideofpatterns"):
+        raise PolicyError(
+            f"{tree} uses sparse checkout, where git would show the hidden tracked files to the agent as emptied "
+            "(and commit them so as root)",
+            f"tell git to expect them: `git -C {tree} config sparse.expectFilesOutsideOfPatterns true`",
+        )
 
 
 def _needed(live: dict[str, dict]) -> dict[str, set[str]]:
@@ -188,12 +210,30 @@ def _load(path: str) -> dict:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError):
+        doc = None
+    if not _well_formed(doc):
         raise PolicyError(
             f"cannot read {path}: it lists the git index marks ai-sandbox must clear",
             "delete it, then check `git ls-files -t` for S entries you did not set (clear them with "
             "`git update-index --no-skip-worktree PATH`)",
-        ) from None
-    return doc if isinstance(doc, dict) else {}
+        )
+    return doc  # type: ignore[return-value]
+
+
+def _well_formed(doc: object) -> bool:
+    def paths(d: object) -> bool:
+        return isinstance(d, dict) and all(
+            isinstance(t, str) and isinstance(p, list) and all(isinstance(x, str) for x in p) for t, p in d.items()
+        )
+
+    if not isinstance(doc, dict) or not paths(doc.get("owned", {})):
+        return False
+    sessions = doc.get("sessions", {})
+    return isinstance(sessions, dict) and all(
+        isinstance(pid, str) and pid.isdigit() and isinstance(s, dict) and isinstance(s.get("start"), str)
+        and paths(s.get("needs", {}))
+        for pid, s in sessions.items()
+    )  # fmt: skip
 
 
 def _save(path: str, owned: dict[str, set[str]], live: dict[str, dict]) -> None:

@@ -78,10 +78,17 @@ def start(policy: Policy, mode: str, moved_log: str = "", on_end: Callable[[int]
             os._exit(code)
 
 
+def _outlive_signals() -> None:
+    """Ctrl-C is for the agent, and a closed terminal (SIGHUP) or `timeout` (SIGTERM to the process group) end
+    the sandbox, not the watcher: it must outlive it to settle the log and clear the index marks. SIGKILL
+    still ends it; the next launch then does what it could not."""
+    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def _wait_only(target: int) -> None:
     """No masks to watch: only outlive the sandbox."""
-    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP):
-        signal.signal(sig, signal.SIG_IGN)
+    _outlive_signals()
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
@@ -104,8 +111,7 @@ def _ident(path: str) -> tuple[int, int] | None:
 
 
 def _child(paths: list[str], target: int, mode: str, moved_log: str = "") -> None:
-    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP):
-        signal.signal(sig, signal.SIG_IGN)  # Ctrl-C is for the agent; the watcher must outlive it
+    _outlive_signals()
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # hold no pipe the caller waits on, except stderr for the message

@@ -57,7 +57,7 @@ def test_explain_names_the_layer_and_rule_of_each_path(ws_self):
     assert "hidden" in rows[".env"] and "ignored" in rows[".env"] and ".gitignore:1: .env" in rows[".env"]
     assert "hidden" in rows["private/out.bin"] and "private/" in rows["private/out.bin"]
     assert "readable" in rows["dist/app.js"] and "dist/ (build output)" in rows["dist/app.js"]
-    assert "hidden" in rows["dist/.env.production"] and "secret-looking name (.env.*)" in rows["dist/.env.production"]
+    assert "hidden" in rows["dist/.env.production"] and "secret-looking name (.env*)" in rows["dist/.env.production"]
     assert "explicit" in rows["infra/prod.tfvars"] and ".ai-sandbox.toml:1" in rows["infra/prod.tfvars"]
     assert "global" in rows["creds.txt"] and "config.toml:1" in rows["creds.txt"]
     assert "readable" in rows["node_modules/pkg"] and "dependency directory" in res.out

@@ -279,7 +279,7 @@ def test_secret_looking_names_inside_build_outputs_stay_hidden(tmp_path):
     pol = build(root, entries, _outputs("dist/"), realpath=identity, secret=profiles.secret_name)
     assert [k.path for k in pol.kept] == [f"{root}/dist"]
     assert paths(pol) == [f"{root}/dist/.env.production", f"{root}/dist/assets/server.KEY", f"{root}/dist/secrets"]
-    assert "secret-looking name (.env.*) inside build output dist/" in pol.masks[0].reason
+    assert "secret-looking name (.env*) inside build output dist/" in pol.masks[0].reason
     # without the name check (an old policy) the directory is simply readable: this is what the check adds
     assert paths(build(root, entries, _outputs("dist/"), realpath=identity)) == []
 
@@ -329,3 +329,22 @@ def test_secret_names_are_narrow():
         ".env.example",
     ):
         assert profiles.secret_name(name) is None, name
+
+
+def test_a_build_output_name_inside_a_secret_looking_directory_stays_hidden(tmp_path):
+    """`secrets/*` with `!secrets/.gitkeep`: git lists secrets/logs/ on its own, and `logs/` is a build output."""
+    root = str(tmp_path)
+    os.makedirs(f"{root}/secrets/logs")
+    entries = [Entry(f"{root}/secrets/logs", True, IGNORED, "i"), Entry(f"{root}/secrets/app.log", False, IGNORED, "i")]
+    pol = build(root, entries, _outputs("logs/", "*.log"), realpath=identity, secret=profiles.secret_name)
+    assert paths(pol) == [f"{root}/secrets/app.log", f"{root}/secrets/logs"] and pol.kept == []
+
+
+def test_a_build_output_name_linking_out_of_the_project_is_not_kept(tmp_path):
+    root = str(tmp_path / "p")
+    os.makedirs(root)
+    (tmp_path / "outside.txt").write_text("x")
+    os.symlink(tmp_path / "outside.txt", f"{root}/app.log")
+    entries = [Entry(f"{root}/app.log", False, IGNORED, "i")]
+    pol = build(root, entries, _outputs("*.log"), secret=profiles.secret_name)
+    assert paths(pol) == [str(tmp_path / "outside.txt")] and pol.kept == []

@@ -47,3 +47,17 @@ def test_a_session_that_is_gone_is_not_live(tmp_path):
     doc["sessions"]["999999999"] = {"start": "1", "needs": {}}
     doc["sessions"][str(os.getppid())] = {"start": "0", "needs": {}}  # a reused pid: another start time
     assert list(skipworktree._live_sessions(doc)) == [str(os.getpid())]
+
+
+def test_a_journal_of_the_wrong_shape_refuses_in_one_line(tmp_path):
+    import pytest
+
+    from ai_sandbox.errors import PolicyError
+
+    path = tmp_path / "journal"
+    for text in ('{"sessions":{"abc":{}}}', '{"owned":[]}', "[]", "not json", '{"owned":{"/p":[1]}}'):
+        path.write_text(text)
+        with pytest.raises(PolicyError, match="lists the git index marks"):
+            skipworktree._load(str(path))
+    path.write_text('{"owned":{"/p":["a"]},"sessions":{"12":{"start":"5","needs":{"/p":["a"]}}}}')
+    assert skipworktree._load(str(path))["owned"] == {"/p": ["a"]}

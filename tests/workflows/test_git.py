@@ -76,14 +76,14 @@ def _repo(ws: Workspace, crypt: bool) -> dict[str, str]:
     return hidden
 
 
-def _state(repo: Path, run_git) -> dict[str, str]:  # noqa: ANN001
+def _state(repo: Path, run_git) -> dict[str, object]:  # noqa: ANN001
     """What the session leaves: commits (messages and trees), index, stash, status; dates and ids aside."""
 
     def g(*args: str) -> str:
         return run_git(repo, *args)
 
     return {
-        "log": g("log", "--format=%s %T", "--all"),
+        "log": sorted(g("log", "--format=%s %T", "--all").splitlines()),  # commits in one second tie: no order
         "index": g("ls-files", "-s", "-t"),
         "stash": g("stash", "list", "--format=%s"),
         "status": g("status", "--porcelain", "--untracked-files=all"),
@@ -197,3 +197,68 @@ def test_the_agents_git_sequence_with_the_docker_backend(ws_self, git_container,
     control = _copy(ws)
     res = git_container("--", "sh", "-c", AGENT)
     _check(ws, hidden, res, control)
+
+
+def test_no_hook_of_the_repository_runs_outside_the_sandbox(ws, firejail):
+    """Setting and clearing the marks writes the index, which runs git's post-index-change hook: from
+    .git/hooks or core.hooksPath, both writable inside. A session planted one: it must never run."""
+    _repo(ws, crypt=False)
+    secret = token("HOOKSECRET")
+    ws.write(".env", secret + "\n")
+    ws.write(".gitignore", ".env\nleak*\n")
+    ws.git("add", ".gitignore")
+    ws.git("commit", "-qm", "ignore")
+    plant = (
+        'printf "#!/bin/sh\\ncat %s/.env > %s/leak-$1\\n" "$PWD" "$PWD" > .git/hooks/post-index-change; '
+        "chmod +x .git/hooks/post-index-change; mkdir -p dist/h; cp .git/hooks/post-index-change dist/h/; "
+        'git config core.hooksPath "$PWD/dist/h"; echo planted'
+    )
+    res = ws.run("--", "sh", "-c", plant)
+    assert "planted" in res.out, res.out + res.err
+    assert ws.run("--", "true").rc == 0
+    time.sleep(0.5)  # the watcher's clearing of the marks, after the session
+    assert not list(ws.repo.glob("leak*")), "a hook of the repository ran outside the sandbox"
+    _wait_unflagged(ws, ws.repo)
+
+
+def test_sparse_checkout_refuses_until_git_is_told_to_keep_the_marks(ws_self, firejail):
+    """With sparse checkout on, git clears the mark of every present file at the first command inside (a
+    masked file is present), and root's commit -a recorded the hidden file emptied."""
+    ws = ws_self
+    hidden = _repo(ws, crypt=False)
+    ws.write("app/x.py", "x\n")
+    ws.git("add", "app/x.py")
+    ws.git("commit", "-qm", "app")
+    ws.git("sparse-checkout", "set", "--no-cone", "/*")
+    res = ws.run("--", "sh", "-c", "echo ran")
+    assert res.rc == 65 and "ran" not in res.out, res.out + res.err
+    assert "sparse.expectFilesOutsideOfPatterns" in res.err and res.err.count("\n") <= 2, res.err
+    ws.git("config", "sparse.expectFilesOutsideOfPatterns", "true")
+    res = ws.run(
+        "--",
+        "sh",
+        "-c",
+        'git status --porcelain; echo c >> app.py; git commit -qam w; echo "[$(git show HEAD:prod.tfvars)]"',
+    )
+    assert res.rc == 0, res.err
+    assert res.out.startswith("[") and hidden["prod.tfvars"].strip() in ws.git("show", "HEAD:prod.tfvars")
+    assert "prod.tfvars" not in res.out.split("[")[0]
+
+
+@pytest.mark.parametrize("how", ["SIGHUP", "SIGTERM"])
+def test_marks_are_cleared_when_the_session_is_hung_up_or_terminated(ws_self, firejail, how):
+    """A closed terminal sends SIGHUP to the whole process group, `timeout` SIGTERM: the watcher outlives
+    the sandbox and clears the marks."""
+    ws = ws_self
+    _repo(ws, crypt=False)
+    proc = subprocess.Popen(
+        [AIS, "--", "sleep", "30"], cwd=ws.repo, env=ws.env(), start_new_session=True, stdin=subprocess.DEVNULL
+    )
+    for _ in range(200):
+        if "S prod.tfvars" in ws.git("ls-files", "-t"):
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, getattr(signal, how))
+    proc.wait(timeout=10)
+    listing = _wait_unflagged(ws, ws.repo)
+    assert "H prod.tfvars" in listing, listing

@@ -15,9 +15,10 @@ for is names and directories, not content.
                   directories (per package dist/ node_modules/ coverage/ .turbo/ build/) and 2,000
                   individually ignored files (per package .env.local and src/debug.log)
 
-Every fixture is measured twice: with the default user config (node_modules/ is on the dependency
-allowlist, kept readable) and with `allow_dependencies = false`, which hides every node_modules/ too (the
-stress case for mount counts). The user config comes from a bench-owned XDG_CONFIG_HOME, never yours.
+Every fixture is measured three times: with the default user config (node_modules/ is on the dependency
+allowlist, kept readable), with `allow_dependencies = false`, which hides every node_modules/ too (the
+stress case for mount counts), and with the root README.md (tracked) blocked, which costs the skip-worktree
+mark of skipworktree.py (one `git update-index` at launch; the watcher clears it after). The user config comes from a bench-owned XDG_CONFIG_HOME, never yours.
 
 For each row, `ai-sandbox -- true` (the installed console script .venv/bin/ai-sandbox) and the bare backend
 `firejail --quiet --profile=<the profile ai-sandbox generated> -- /usr/bin/true` run interleaved, the
@@ -37,7 +38,7 @@ move by tens of ms: the header shows the load average, and the last column the o
 runs (min - min).
 
 Flags: --quick (small and 100k only, fewer runs), --runs N (launches per row; default 40 / 20 / 10),
---only NAME (repeatable), --build-only (build or check the fixtures and exit), --cache DIR.
+--only NAME (repeatable), --variant default|nodeps|tracked (repeatable), --build-only (build or check the fixtures and exit), --cache DIR.
 """
 
 from __future__ import annotations
@@ -323,15 +324,21 @@ def config_dir(cache: str, variant: str) -> str:
     d = os.path.join(cache, f"config-{variant}")
     os.makedirs(os.path.join(d, "ai-sandbox"), exist_ok=True)
     path = os.path.join(d, "ai-sandbox", "config.toml")
-    if variant == "nodeps":
+    if variant in CONFIG_TEXT:
         with open(path, "w") as f:
-            f.write("allow_dependencies = false\n")
+            f.write(CONFIG_TEXT[variant])
     elif os.path.exists(path):
         os.unlink(path)
     return d
 
 
-VARIANTS = {"default": "default config (node_modules/ readable)", "nodeps": "allow_dependencies = false"}
+VARIANTS = {
+    "default": "default config (node_modules/ readable)",
+    "nodeps": "allow_dependencies = false",
+    "tracked": "a tracked file blocked (its skip-worktree mark set at launch, cleared after)",
+}
+CONFIG_TEXT = {"nodeps": "allow_dependencies = false\n", "tracked": 'block = ["/README.md"]\n'}
+CONFIG_SHOWN = {"default": "defaults", "nodeps": "`allow_dependencies = false`", "tracked": '`block = ["/README.md"]`'}
 
 
 @dataclass
@@ -671,7 +678,7 @@ def report(
       "| overhead of the fastest runs |")  # fmt: skip
     p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        cfg = "defaults" if r.variant == "default" else "`allow_dependencies = false`"
+        cfg = CONFIG_SHOWN[r.variant]
         files = f"{r.info['files']:,}"
         if r.error or r.bare_error:
             bare = "fails" if r.bare_error else "–"
@@ -741,7 +748,7 @@ def report(
     p("| --- | --- " + "| ---: " * (1 + len(heads)) + "|")
     for r in measured:
         c = cols[r.fixture.name + r.variant]
-        cfg = "defaults" if r.variant == "default" else "no deps"
+        cfg = {"default": "defaults", "nodeps": "no deps", "tracked": "a tracked file blocked"}[r.variant]
         p(f"| {r.fixture.title} | {cfg} | {r.inner.get('masks', 0):,.0f} | {' | '.join(ms(c[h]) for h in heads)} |")
     seen = sorted({r.inner["git calls"] for r in measured if r.inner.get("git calls")})
     p(f"\n*find_repo*: `git rev-parse`; *scan*: `project.scan`, *of it: git* the wall time while its git "
@@ -778,6 +785,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, help="measured launches per row (default: 40 small, 20 100k, 10 monorepo)")
     ap.add_argument("--build-only", action="store_true", help="build (or check) the fixtures, measure nothing")
     ap.add_argument("--only", choices=[f.name for f in FIXTURES], action="append", help="measure only this fixture")
+    ap.add_argument("--variant", choices=list(VARIANTS), action="append", help="measure only this config")
     ap.add_argument(
         "--cache",
         default=os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ai-sandbox-bench"),
@@ -816,7 +824,7 @@ def main() -> int:
         dry_runs = max(10, runs // 2) if f.name == "monorepo" else runs
         log(f"{f.name}: git breakdown")
         gits[f.name] = git_breakdown(infos[f.name]["path"], 5 if f.name == "monorepo" else 10)
-        for variant in VARIANTS:
+        for variant in args.variant or VARIANTS:
             env = {**PY_ENV, "XDG_CONFIG_HOME": config_dir(args.cache, variant)}
             row = Row(f, infos[f.name], variant)
             measure(row, runs, dry_runs, env)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from ai_sandbox import config, layers, nested, profiles, project, skipworktree, state
 from ai_sandbox.backends import LaunchPlan, Settings, select
 from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
+from ai_sandbox.layers.outputs import OutputListings
 from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, Pattern, PatternSet
 from ai_sandbox.policy import CONFIG, CWD_HIDDEN, LOUD, NOT_GIT, Notice, Policy, build, check_reachable
 from ai_sandbox.records import Factory, record
@@ -142,6 +143,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
         project_cfg = config.load_project(root)
         config.check_project_allow(project_cfg, user_cfg, root)
     collected = layers.collect(root, repo, user_cfg, project_cfg, detail=detail, memo=_memo_path(env, root))
+    outputs = OutputListings(_memo_path(env, root, "outputs"), profiles.secret_name)
     policy = build(
         root,
         collected.entries,
@@ -151,7 +153,9 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
         express=backend.unexpressible,
         limit=user_cfg.max_masks or backend.max_masks,
         secret=profiles.secret_name,
+        scandir=outputs.scandir,
     )
+    outputs.save()
     notices += [Notice(CONFIG, w) for w in project_cfg.warnings]
     policy.warnings = notices + policy.warnings
     if detail:
@@ -167,12 +171,13 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
     return Prepared(policy, backend, plan, profile, command, collected.trees, user_cfg.on_hidden_change, env)
 
 
-def _memo_path(env: Mapping[str, str], root: str) -> str:
-    """Where the directory listings of this project are remembered: ai-sandbox's cache directory, which is
-    read-only inside the sandbox (a session must not be able to hide a FIFO from the next launch)."""
+def _memo_path(env: Mapping[str, str], root: str, kind: str = "listings") -> str:
+    """Where directory listings of this project are remembered: ai-sandbox's cache directory, which is
+    read-only inside the sandbox (a session must not be able to hide a FIFO, or a secret it wrote into a
+    build output, from the next launch)."""
     from ai_sandbox.backends.firejail import cache_dir  # noqa: PLC0415
 
-    return os.path.join(cache_dir(env), "listings", state.project_key(root))
+    return os.path.join(cache_dir(env), kind, state.project_key(root))
 
 
 def make_dirs(dirs: Mapping[str, int]) -> None:

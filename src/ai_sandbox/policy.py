@@ -216,7 +216,7 @@ def build(
         else:
             _allow_or_split(e, root, allow, policy, candidates, listdir)
     if secret is not None:
-        candidates += _secrets_in_outputs(policy, root, allow, secret, scandir or _scandir)
+        candidates += _secrets_in_outputs(policy, root, allow, secret, scandir or _scandir, walked)
     protected = _protected(root, home)
     if realpath is os.path.realpath:
         realpath = _cached_realpath()
@@ -304,22 +304,33 @@ def _secrets_in_outputs(
     allow: PatternSet,
     secret: Callable[[str], str | None],
     scandir: Callable[[str], list[tuple[str, bool]]],
+    walked: set[str],
 ) -> list[Mask]:
     """Inside the build outputs kept readable, what has a secret-looking name stays hidden (a build that copied
     `.env` into `dist/`), unless a person's own `allow` names it. A directory that cannot be listed is hidden
     whole: what it holds is unknown. Links are not followed: a link's name is judged, its target resolved later."""
     out: list[Mask] = []
     keep = []
+    by_parent: dict[str, str | None] = {}  # a monorepo's 5,000 build outputs share 1,000 parents
+
+    def secret_parent(rel: str) -> str | None:
+        if rel not in by_parent:
+            head, _, name = rel.rpartition("/")
+            by_parent[rel] = secret(name) or (secret_parent(head) if head else None)
+        return by_parent[rel]
+
     for k in policy.kept:
         if k.origin != OUTPUT:
             keep.append(k)
             continue
         top = _rel(k.path, root)
-        name_rule = next(filter(None, map(secret, top.split("/"))), None)
+        head, _, name = top.rpartition("/")
+        name_rule = secret(name) or (secret_parent(head) if head else None)
         if name_rule is not None:  # `secrets/logs/` is not a build output (a red team read it through that)
             out.append(Mask(k.path, k.is_dir, IGNORED, f"{k.reason}; secret-looking name ({name_rule})"))
             continue
-        if os.path.islink(k.path) and not _owned(os.path.realpath(k.path), root):
+        real_dir = k.is_dir and k.path in walked  # git walked into it: not a link
+        if not real_dir and os.path.islink(k.path) and not _owned(os.path.realpath(k.path), root):
             out.append(Mask(k.path, k.is_dir, IGNORED, f"{k.reason}; a link out of the project"))
             continue  # an `app.log` leading to a file elsewhere is not a build output: its target is masked
         pending = [k.path] if k.is_dir else []

@@ -112,6 +112,7 @@ class Policy:
     warnings: list[Notice] = Factory(list)
     config_files: list[str] = Factory(list)
     capped: list[Mask] = Factory(list)  # masks merged into a parent only to stay within the backend's limit
+    tracked: list[str] = Factory(list)  # hidden files git tracks (skipworktree.py marks them for the session)
 
     def hidden(self, path: str) -> Mask | None:
         """The mask that hides path (itself or an enclosing directory), if any."""

@@ -86,11 +86,11 @@ def protect(env: Mapping[str, str], root: str, needs: dict[str, list[str]], flag
             keep.setdefault(tree, set()).update(paths)
         _clear_unneeded(owned, keep)
         for tree, paths in needs.items():
-            mine = owned.setdefault(tree, set())
+            mine = owned.get(tree, set())
             todo = [p for p in paths if p not in flagged.get(tree, set()) and p not in mine]
             if todo:
                 _update_index(tree, "--skip-worktree", todo, _LOCK_WAIT)
-                mine.update(todo)
+                owned[tree] = mine | set(todo)
         if needs:
             live[str(os.getpid())] = {"start": _start_time(os.getpid()), "needs": needs}
         _save(path, owned, live)
@@ -116,10 +116,11 @@ def _clear_unneeded(owned: dict[str, set[str]], keep: dict[str, set[str]], wait:
         drop = owned[tree] - keep.get(tree, set())
         if not drop:
             continue
-        if os.path.isdir(tree):
-            still = _flagged_now(tree, drop)  # the agent may have removed the file from the index
-            if still:
-                _update_index(tree, "--no-skip-worktree", sorted(still), wait)
+        if not os.path.isdir(tree):
+            continue  # moved away during the session: kept, cleared by a launch once it is back
+        still = _flagged_now(tree, drop)  # the agent may have removed the file from the index
+        if still:
+            _update_index(tree, "--no-skip-worktree", sorted(still), wait)
         owned[tree] -= drop
         if not owned[tree]:
             del owned[tree]
@@ -177,8 +178,9 @@ def _update_index(tree: str, flag: str, paths: list[str], wait: float) -> None:
             first = next((ln for ln in text.splitlines() if ln.strip()), "no message").removeprefix("fatal: ")
             raise PolicyError(
                 f"cannot mark the hidden tracked files in {tree}'s git index: {first}",
-                "another git is running there (or left .git/index.lock behind); retry when it is done — without "
-                "the mark, git inside would see the hidden files as emptied",
+                "another git is running there (or left .git/index.lock behind), or a hidden file is in a merge "
+                "conflict (resolve it); retry then — without the mark, git inside would see the hidden files as "
+                "emptied",
             )
         time.sleep(delay)
         delay = min(delay * 2, 0.5)

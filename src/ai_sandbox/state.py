@@ -39,7 +39,7 @@ from collections.abc import Mapping
 
 from ai_sandbox import records
 from ai_sandbox.errors import PolicyError
-from ai_sandbox.patterns import CODE
+from ai_sandbox.patterns import CODE, DEPENDENCY, OUTPUT
 from ai_sandbox.policy import CAP_NOTE, COLLAPSE_NOTE, Policy
 
 MAGIC = b"ai-sandbox hidden 2\0"  # then (path, "DEV:INO" of its directory or "-") pairs, NUL-terminated
@@ -184,8 +184,12 @@ def _content(policy: Policy, ids: dict[str, bytes]) -> bytes:
 
 
 def _kept_by_code(policy: Policy) -> dict[str, bool]:
-    """The paths the profile or the built-in allowlists keep readable (path -> is_dir)."""
-    return {k.path: k.is_dir for k in policy.kept if k.origin in CODE}
+    """The paths the profile or the built-in allowlists keep readable (path -> whether what the last launch hid
+    inside it is exempt too). A dependency directory or build output is kept by its name wherever git lists
+    it collapsed, and a session decides that (`git rm` the one tracked file of `out/` and git lists `out/`
+    whole): only the directory itself is exempt, never a path recorded inside it (a red team read
+    `out/token.txt` that way)."""
+    return {k.path: k.is_dir and k.origin not in (DEPENDENCY, OUTPUT) for k in policy.kept if k.origin in CODE}
 
 
 def _under(path: str, kept: dict[str, bool]) -> bool:

@@ -278,3 +278,19 @@ def test_a_directory_hidden_whole_for_the_mask_limit_moved_out_is_refused(ws, fi
     res = _show(ws.run("--", "sh", "-c", f"echo @@read; cat '{outside}/stash/svc/.env'; true"))
     _refused_or_blind(res, secret)
     assert res.rc == 65 and "moved away during a session" in res.err
+
+
+@pytest.mark.parametrize("kept", ["out", "target"], ids=["build-output", "dependency"])
+def test_a_directory_git_rm_turns_into_a_kept_one_does_not_reveal_what_was_hidden_in_it(ws, firejail, kept):
+    """`out/` held one tracked file and an ignored secret; removing the tracked file makes git list `out/`
+    whole, and its name keeps it readable: what the last launch hid inside must not come back."""
+    secret = token("KEPTSECRET")
+    ws.write(".gitignore", "token.txt\n")
+    ws.write(f"{kept}/README", "r\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", kept)
+    ws.write(f"{kept}/token.txt", secret + "\n")
+    _session(ws, f"git rm -q {kept}/README")
+    res = _show(ws.run("--", "sh", "-c", f"echo @@read; cat {kept}/token.txt; true"))
+    _refused_or_blind(res, secret)
+    assert res.rc == 65 and f"{kept}/token.txt" in res.err

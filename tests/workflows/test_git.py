@@ -9,6 +9,7 @@ firejail and with the docker backend (podman).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -262,3 +263,27 @@ def test_marks_are_cleared_when_the_session_is_hung_up_or_terminated(ws_self, fi
     proc.wait(timeout=10)
     listing = _wait_unflagged(ws, ws.repo)
     assert "H prod.tfvars" in listing, listing
+
+
+def test_a_hidden_directory_holding_tracked_files_is_a_mask_not_a_scratch(ws_self, firejail):
+    """In an empty scratch a hidden tracked file is missing, which git takes for a sparse entry: `git checkout`
+    of a branch where it differs succeeded and left the old file behind, and the user's next `commit -a`
+    reverted the branch's change. A read-only mask keeps git refusing, as over any local change."""
+    ws = ws_self
+    ws.git("config", "user.name", "agent")
+    ws.git("config", "user.email", "agent@example.invalid")
+    ws.write(".ai-sandbox.toml", 'block = ["config/"]\n')
+    ws.write("config/prod.json", "MASTER\n")
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "config")
+    ws.git("checkout", "-qb", "feature")
+    ws.write("config/prod.json", "FEATURE\n")
+    ws.git("commit", "-qam", "feature")
+    ws.git("checkout", "-q", "main")
+    doc = json.loads(ws.run("explain", "--json").out)
+    assert [h["writes"] for h in doc["hidden"] if h["path"] == str(ws.repo / "config")] == ["refused"]
+    res = ws.run("--", "sh", "-c", "git checkout -q feature; echo rc=$?")
+    assert "rc=0" not in res.out, res.out + res.err
+    _wait_unflagged(ws, ws.repo)
+    assert ws.git("rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
+    assert ws.git("status", "--porcelain") == "" and (ws.repo / "config" / "prod.json").read_text() == "MASTER\n"

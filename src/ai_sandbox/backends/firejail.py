@@ -162,8 +162,14 @@ class Firejail:
             if home == "/":
                 return []
         out = []
+        # git must find a hidden tracked file where it was: in an empty scratch it is missing, which git takes
+        # for a sparse entry, and `git checkout <branch>` would succeed and leave the old file behind (red team)
+        holds_tracked = {os.path.dirname(p) for p in policy.tracked}
+        for d in list(holds_tracked):
+            while (d := os.path.dirname(d)) not in holds_tracked and d != "/":
+                holds_tracked.add(d)
         for m in policy.masks:
-            if not m.is_dir or len(out) >= MAX_SCRATCH:
+            if not m.is_dir or len(out) >= MAX_SCRATCH or m.path in holds_tracked:
                 continue
             if home and not m.path.startswith(home.rstrip("/") + "/"):
                 continue

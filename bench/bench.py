@@ -17,8 +17,9 @@ for is names and directories, not content.
 
 Every fixture is measured three times: with the default user config (node_modules/ is on the dependency
 allowlist, kept readable), with `allow_dependencies = false`, which hides every node_modules/ too (the
-stress case for mount counts), and with the root README.md (tracked) blocked, which costs the skip-worktree
-mark of skipworktree.py (one `git update-index` at launch; the watcher clears it after). The user config comes from a bench-owned XDG_CONFIG_HOME, never yours.
+stress case for mount counts), and with `block = ["README.md"]`: every README.md is tracked (1 in the small
+repo, 1,001 in the monorepo), which costs a mask each and the skip-worktree marks of skipworktree.py (one
+`git update-index` at launch; the watcher clears them after). The user config comes from a bench-owned XDG_CONFIG_HOME, never yours.
 
 For each row, `ai-sandbox -- true` (the installed console script .venv/bin/ai-sandbox) and the bare backend
 `firejail --quiet --profile=<the profile ai-sandbox generated> -- /usr/bin/true` run interleaved, the
@@ -335,10 +336,10 @@ def config_dir(cache: str, variant: str) -> str:
 VARIANTS = {
     "default": "default config (node_modules/ readable)",
     "nodeps": "allow_dependencies = false",
-    "tracked": "a tracked file blocked (its skip-worktree mark set at launch, cleared after)",
+    "tracked": "tracked files blocked (their skip-worktree marks set at launch, cleared after)",
 }
-CONFIG_TEXT = {"nodeps": "allow_dependencies = false\n", "tracked": 'block = ["/README.md"]\n'}
-CONFIG_SHOWN = {"default": "defaults", "nodeps": "`allow_dependencies = false`", "tracked": '`block = ["/README.md"]`'}
+CONFIG_TEXT = {"nodeps": "allow_dependencies = false\n", "tracked": 'block = ["README.md"]\n'}
+CONFIG_SHOWN = {"default": "defaults", "nodeps": "`allow_dependencies = false`", "tracked": '`block = ["README.md"]`'}
 
 
 @dataclass
@@ -748,7 +749,7 @@ def report(
     p("| --- | --- " + "| ---: " * (1 + len(heads)) + "|")
     for r in measured:
         c = cols[r.fixture.name + r.variant]
-        cfg = {"default": "defaults", "nodeps": "no deps", "tracked": "a tracked file blocked"}[r.variant]
+        cfg = {"default": "defaults", "nodeps": "no deps", "tracked": "tracked blocked"}[r.variant]
         p(f"| {r.fixture.title} | {cfg} | {r.inner.get('masks', 0):,.0f} | {' | '.join(ms(c[h]) for h in heads)} |")
     seen = sorted({r.inner["git calls"] for r in measured if r.inner.get("git calls")})
     p(f"\n*find_repo*: `git rev-parse`; *scan*: `project.scan`, *of it: git* the wall time while its git "

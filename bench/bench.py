@@ -71,12 +71,12 @@ GIT_ENV = {
 }
 # The calls ai-sandbox makes on every launch (project.py), reproduced for the breakdown: find_repo's
 # rev-parse, then scan's three ls-files, which it starts side by side (SCAN_CALLS, timed that way too).
-GIT = ["git", "-c", "core.fsmonitor=false", "--no-optional-locks"]
+GIT = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "--no-optional-locks"]
 GIT_CALLS = {
     "rev-parse": ["rev-parse", "--show-toplevel", "--git-common-dir"],
     "ls-files ignored": ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
     "ls-files untracked": ["ls-files", "-z", "--others", "--exclude-standard", "--directory"],
-    "ls-files index": ["ls-files", "-z", "--stage"],
+    "ls-files index": ["ls-files", "-z", "--stage", "-t"],
 }
 SCAN_CALLS = ("ls-files ignored", "ls-files untracked", "ls-files index")
 SCAN = "scan (3 × ls-files, concurrent)"
@@ -530,7 +530,7 @@ def stale_git_calls() -> list[str]:
             src = re.sub(r"\s", "", f.read())
     except OSError:
         return ["project.py"]
-    calls = {"git prefix": GIT, **GIT_CALLS}
+    calls = {"git prefix": GIT[1:], **GIT_CALLS}  # project.py names git by its resolved path
     return [name for name, argv in calls.items() if ",".join(f'"{a}"' for a in argv) not in src]
 
 

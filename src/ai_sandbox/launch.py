@@ -45,7 +45,7 @@ class Prepared:
     profile: profiles.Profile
     command: list[str]  # the agent's argv, executable resolved: what the backend wraps
     trees: list = Factory(list)  # layers.Tree: what git listed
-    marks: tuple = ({}, {})  # skipworktree.hidden_tracked: the hidden tracked files per work tree, flagged ones
+    marks: skipworktree.Marks = Factory(skipworktree.Marks)  # the hidden tracked files, per work tree
     on_hidden_change: str = "end"
     env: Mapping[str, str] = Factory(dict)  # the caller's, as the agent gets it
 
@@ -169,7 +169,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
             CWD_HIDDEN, f"the current directory is hidden ({m.reason}); the agent will start in a masked directory", cwd
         )
     marks = skipworktree.hidden_tracked(policy, collected.trees)
-    policy.tracked = [os.path.join(tree, p) for tree, paths in marks[0].items() for p in paths]
+    policy.tracked = marks.paths
     plan = backend.plan(policy, command, env)
     return Prepared(
         policy, backend, plan, profile, command, collected.trees, on_hidden_change=user_cfg.on_hidden_change, env=env,
@@ -264,8 +264,8 @@ def run(req: Request) -> int:
     write_files(prepared.plan.files)
     state.record(seen)
     root = prepared.policy.root
-    needs, flagged = prepared.marks
-    skipworktree.protect(req.env, root, needs, flagged)
+    skipworktree.protect(req.env, root, prepared.marks)
+    needs = bool(prepared.marks.needs)
     if prepared.policy.masks or needs:
         from ai_sandbox import watch  # noqa: PLC0415
 

@@ -49,7 +49,8 @@ def unenforced(policy: Policy, table: list[tuple[str, str]]) -> list[Mask]:
     check asks (verify.py), not of the mount table's text, whose root field differs between hosts."""
     from ai_sandbox import verify  # noqa: PLC0415
 
-    readable = {
-        path for path, _ in verify.unmasked([m.path for m in policy.masks]) if verify.scratch_problem(path, False)
-    }  # a scratch directory of the outer sandbox holds only what the session wrote there
+    unmasked = [path for path, _ in verify.unmasked([m.path for m in policy.masks])]
+    tops = verify.mount_tops() if unmasked else {}
+    # a scratch directory of the outer sandbox holds only what the session wrote there
+    readable = {path for path in unmasked if verify.scratch_problem(path, False, tops)}
     return [m for m in policy.masks if m.path in readable]

@@ -46,6 +46,9 @@ class Scan:
         self.unlisted: list[tuple[str, str]] = []  # (directory, why): git could not open it, so listed nothing in it
         self.attributes_file = ""  # the user's global attributes file, as git finds it (core.attributesFile)
         self.crypt_config = ""  # a config key that sets up git-crypt (a filter driver), if any
+        # sparse checkout is on and git has not been told to expect present files outside its patterns:
+        # git then clears the skip-worktree bit of every present file (skipworktree.py)
+        self.sparse_clears_marks = False
         self._index = index
         self._tracked: list[str] | None = None
         self._gitlinks: list[str] | None = None
@@ -291,17 +294,21 @@ def scan(repo: Repo) -> Scan:
     result.unlisted = sorted(set(result.unlisted))
     result.ignored = _collapse(_split_z(outputs["ignored"]))
     result.untracked = [(p.rstrip("/"), p.endswith("/")) for p in _split_z(outputs["untracked"])]
-    result.attributes_file, result.crypt_config = _read_config(outputs.get("config", b""), repo.root)
+    config = _read_config(outputs.get("config", b""), repo.root)
+    result.attributes_file, result.crypt_config, result.sparse_clears_marks = config
     return result
 
 
 # The keys git-crypt's detection needs: where the user's attributes are, a tree attributes come from
-# instead of the work tree (git 2.42+), and filter drivers (git-crypt configures one per repository).
-_CONFIG_KEYS = r"^(core\.attributesfile|attr\.tree|filter\..*)$"
+# instead of the work tree (git 2.42+), and filter drivers (git-crypt configures one per repository); and
+# whether sparse checkout would clear the skip-worktree marks.
+_CONFIG_KEYS = (
+    r"^(core\.attributesfile|attr\.tree|filter\..*|core\.sparsecheckout|sparse\.expectfilesoutsideofpatterns)$"
+)
 _UNLISTED = "warning: could not open directory '"
 # What a config file must hold to set one of those keys, lowercased (keys are case-insensitive), or to
 # pull in other files that might.
-_CONFIG_NEEDLES = (b"attr", b"git-crypt", b"include", b"worktreeconfig")
+_CONFIG_NEEDLES = (b"attr", b"git-crypt", b"include", b"worktreeconfig", b"sparse")
 
 
 def _config_may_matter(repo: Repo) -> bool:
@@ -357,20 +364,25 @@ def _unlisted(stderr: bytes, root: str) -> list[tuple[str, str]]:
     return out
 
 
-def _read_config(out: bytes, root: str) -> tuple[str, str]:
-    """(the global attributes file git reads, a key that sets up git-crypt or "") from `git config -z
-    --get-regexp`: records of `key\nvalue`, the last value of a key winning, as in git."""
+def _read_config(out: bytes, root: str) -> tuple[str, str, bool]:
+    """(the global attributes file git reads, a key that sets up git-crypt or "", whether sparse checkout
+    clears skip-worktree marks) from `git config -z --get-regexp`: records of `key\nvalue`, the last value
+    of a key winning, as in git (a key without a value is true)."""
     attributes, crypt = "", ""
+    flags = {}
     for rec in _split_z(out):
-        key, _, val = rec.partition("\n")
-        if key == "core.attributesfile":
+        key, newline, val = rec.partition("\n")
+        if key in ("core.sparsecheckout", "sparse.expectfilesoutsideofpatterns"):
+            flags[key] = not newline or val.strip().lower() in ("true", "yes", "on", "1")
+        elif key == "core.attributesfile":
             attributes = os.path.join(root, os.path.expanduser(val)) if val else ""
         elif key == "attr.tree" or "git-crypt" in val:
             crypt = key
     if not attributes:
         xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
         attributes = os.path.join(xdg, "git", "attributes")
-    return attributes, crypt
+    sparse = flags.get("core.sparsecheckout", False) and not flags.get("sparse.expectfilesoutsideofpatterns", False)
+    return attributes, crypt, sparse
 
 
 def _drain(procs: dict[str, subprocess.Popen[bytes]]) -> tuple[dict[str, bytes], dict[str, bytes]]:

@@ -25,7 +25,8 @@ from collections.abc import Iterable, Mapping
 from ai_sandbox import project
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.policy import IGNORED, Policy
-from ai_sandbox.state import project_key, state_dir, write_file
+from ai_sandbox.records import Factory, record
+from ai_sandbox.state import locked, project_key, state_dir, write_file
 
 _LOCK_WAIT = 2.0  # seconds a launch waits for another git's index.lock before refusing
 _FEW = 16  # file masks looked up in the raw index without decoding it
@@ -35,15 +36,26 @@ def journal_path(env: Mapping[str, str], root: str) -> str:
     return os.path.join(state_dir(env), "skip-worktree", project_key(root))
 
 
-def hidden_tracked(policy: Policy, trees: Iterable) -> tuple[dict[str, list[str]], dict[str, set[str]]]:
-    """{work tree root: [its tracked paths that a mask hides]}, and which of them are flagged already. An
-    ignored path git listed is untracked by definition, so only the other masks are looked at: most launches
-    look at none."""
+@record
+class Marks:
+    """The hidden tracked files of one launch, by work tree root (what `protect` flags)."""
+
+    needs: dict[str, list[str]] = Factory(dict)  # root -> its tracked paths that a mask hides
+    flagged: dict[str, set[str]] = Factory(dict)  # root -> those of them flagged already
+    sparse: list[str] = Factory(list)  # roots whose sparse checkout would clear the marks
+
+    @property
+    def paths(self) -> list[str]:
+        return [os.path.join(tree, p) for tree, paths in self.needs.items() for p in paths]
+
+
+def hidden_tracked(policy: Policy, trees: Iterable) -> Marks:
+    """The tracked files a mask hides, from each work tree's scan. An ignored path git listed is untracked
+    by definition, so only the other masks are looked at: most launches look at none."""
     masks = [m for m in policy.masks if m.layer != IGNORED or m.note]
-    out: dict[str, list[str]] = {}
-    flagged: dict[str, set[str]] = {}
+    marks = Marks()
     if not masks:
-        return out, flagged
+        return marks
     for tree in trees:
         base = os.path.join(policy.root, tree.prefix).rstrip("/") + "/"
         files, dirs = [], []
@@ -56,9 +68,12 @@ def hidden_tracked(policy: Policy, trees: Iterable) -> tuple[dict[str, list[str]
             continue
         found = _tracked_among(tree.scan, files, dirs)
         if found:
-            out[base.rstrip("/")] = found
-            flagged[base.rstrip("/")] = tree.scan.skip_worktree.intersection(found)
-    return out, flagged
+            root = base.rstrip("/")
+            marks.needs[root] = found
+            marks.flagged[root] = tree.scan.skip_worktree.intersection(found)
+            if tree.scan.sparse_clears_marks:
+                marks.sparse.append(root)
+    return marks
 
 
 def _tracked_among(scan: project.Scan, files: list[str], dirs: list[str]) -> list[str]:
@@ -69,15 +84,16 @@ def _tracked_among(scan: project.Scan, files: list[str], dirs: list[str]) -> lis
     return [t for t in scan.tracked if t in wanted or (prefixes and t.startswith(prefixes))]
 
 
-def protect(env: Mapping[str, str], root: str, needs: dict[str, list[str]], flagged: dict[str, set[str]]) -> None:
+def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
     """Before the sandbox starts: flag every needed path not flagged yet, note what this session needs, and
-    clear what sessions that are gone left set. `flagged`: the paths flagged now (the scan's), per tree."""
+    clear what sessions that are gone left set."""
+    needs, flagged = marks.needs, marks.flagged
     path = journal_path(env, root)
     if not needs and not os.path.exists(path):
         return  # the usual launch: no hidden tracked file, nothing left behind
-    for tree in needs:
+    for tree in marks.sparse:
         _refuse_sparse(tree)
-    with _locked(path):
+    with locked(path):
         doc = _load(path)
         live = _live_sessions(doc)
         owned: dict[str, set[str]] = {t: set(p) for t, p in doc.get("owned", {}).items()}
@@ -100,7 +116,7 @@ def release(env: Mapping[str, str], root: str, pid: int) -> None:
     """After the session of pid: clear what no live session needs any more. Never raises: a bit left set is
     cleared by the next launch."""
     path = journal_path(env, root)
-    with contextlib.suppress(OSError, PolicyError, ValueError), _locked(path):
+    with contextlib.suppress(OSError, PolicyError, ValueError), locked(path):
         doc = _load(path)
         live = _live_sessions(doc)
         live.pop(str(pid), None)
@@ -129,21 +145,12 @@ def _clear_unneeded(owned: dict[str, set[str]], keep: dict[str, set[str]], wait:
 def _refuse_sparse(tree: str) -> None:
     """With sparse checkout on, git clears the bit of every entry whose file is present — and a masked file
     is present — at the first command inside: root's `commit -a` then records it emptied (red team). git
-    2.37+ keeps the bits when told such files are expected."""
-    out = project.git_run(
-        ["config", "-z", "--get-regexp", r"^(core\.sparsecheckout|sparse\.expectfilesoutsideofpatterns)$"], tree
-    ).stdout
-    values = {}
-    for rec in out.split(b"\0"):
-        key, _, val = rec.partition(b"\n")
-        if key:
-            values[key.decode()] = val.strip().lower() in (b"true", b"yes", b"on", b"1")
-    if values.get("core.sparsecheckout") and not values.get("sparse.expectfilesoutsideofpatterns"):
-        raise PolicyError(
-            f"{tree} uses sparse checkout, where git would show the hidden tracked files to the agent as emptied "
-            "(and commit them so as root)",
-            f"tell git to expect them: `git -C {tree} config sparse.expectFilesOutsideOfPatterns true`",
-        )
+    2.37+ keeps the bits when told such files are expected (the scan read both keys)."""
+    raise PolicyError(
+        f"{tree} uses sparse checkout, where git would show the hidden tracked files to the agent as emptied "
+        "(and commit them so as root)",
+        f"tell git to expect them: `git -C {tree} config sparse.expectFilesOutsideOfPatterns true`",
+    )
 
 
 def _needed(live: dict[str, dict]) -> dict[str, set[str]]:
@@ -245,13 +252,3 @@ def _save(path: str, owned: dict[str, set[str]], live: dict[str, dict]) -> None:
         return
     doc = {"owned": {t: sorted(p) for t, p in owned.items()}, "sessions": live}
     write_file(path, json.dumps(doc).encode())
-
-
-@contextlib.contextmanager
-def _locked(path: str):  # noqa: ANN202
-    import fcntl  # noqa: PLC0415
-
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    with open(path + ".lock", "wb") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield

@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from ai_sandbox import records
 from ai_sandbox.errors import PolicyError
@@ -409,13 +409,20 @@ def _drop(path: str) -> None:
         os.unlink(path)
 
 
+@contextlib.contextmanager
+def locked(path: str) -> Iterator[None]:
+    """An exclusive lock on `<path>.lock` for a read-modify-write of path by concurrent launches."""
+    import fcntl  # noqa: PLC0415 — only when such a file changes
+
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    with open(path + ".lock", "wb") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def _update_index(index: str, change) -> None:  # noqa: ANN001 — (roots, cwds) -> None
     """Read-modify-write under a lock: two launches at once must not drop each other's roots."""
-    import fcntl  # noqa: PLC0415 — only when the index changes
-
-    os.makedirs(os.path.dirname(index), mode=0o700, exist_ok=True)
-    with open(index + ".lock", "wb") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(index):
         roots, cwds = _load_index(index)
         before = _dump_index(roots, cwds)
         change(roots, cwds)

@@ -64,10 +64,7 @@ def start(policy: Policy, mode: str, moved_log: str = "", on_end: Callable[[int]
         return
     code = 0
     try:
-        if not paths:
-            _wait_only(target)
-        else:
-            _child(paths, target, mode, moved_log)
+        _child(paths, target, mode, moved_log)  # no paths (on_end only): it just outlives the sandbox
     except BaseException:  # noqa: BLE001 — a watcher must never print a traceback over the agent's screen
         code = 1
     finally:
@@ -84,22 +81,6 @@ def _outlive_signals() -> None:
     still ends it; the next launch then does what it could not."""
     for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
-
-
-def _wait_only(target: int) -> None:
-    """No masks to watch: only outlive the sandbox."""
-    _outlive_signals()
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    alive = _liveness(target)
-    while True:
-        if alive is not None:
-            select.select([alive], [], [])
-            return
-        if os.getppid() != target:
-            return
-        select.select([], [], [], 0.5)
 
 
 def _ident(path: str) -> tuple[int, int] | None:

@@ -42,7 +42,15 @@ def podman_env(tmp_path_factory) -> dict[str, str]:
         "CONTAINERS_STORAGE_CONF": str(storage),
         "PATH": os.environ["PATH"] + ":/usr/sbin:/sbin",
     }
-    root = base / "rootfs"
+    root = busybox_rootfs(base / "rootfs", busybox)
+    podman_import(root, IMAGE, env)
+    yield env
+    subprocess.run([podman, "rmi", "-f", IMAGE], env={**os.environ, **env}, capture_output=True)
+    subprocess.run(["chmod", "-R", "u+w", str(base)], capture_output=True)
+
+
+def busybox_rootfs(root: Path, busybox: str) -> Path:
+    """A root file system of busybox and its applets, a passwd with root, /usr/bin -> /bin."""
     for d in ("bin", "etc", "tmp", "usr"):
         (root / d).mkdir(parents=True)
     shutil.copy(busybox, root / "bin" / "busybox")
@@ -53,18 +61,19 @@ def podman_env(tmp_path_factory) -> dict[str, str]:
     (root / "usr" / "bin").symlink_to("../bin")
     (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
     (root / "tmp").chmod(0o1777)
+    return root
+
+
+def podman_import(root: Path, image: str, env: dict[str, str]) -> None:
     tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
     subprocess.run(
-        [podman, "import", "-q", "--change", "ENV PATH=/usr/bin:/bin", "-", IMAGE],
+        [require("podman"), "import", "-q", "--change", "ENV PATH=/usr/bin:/bin", "-", image],
         stdin=tar.stdout,
         env={**os.environ, **env},
         check=True,
         capture_output=True,
     )
     tar.wait()
-    yield env
-    subprocess.run([podman, "rmi", "-f", IMAGE], env={**os.environ, **env}, capture_output=True)
-    subprocess.run(["chmod", "-R", "u+w", str(base)], capture_output=True)
 
 
 @pytest.fixture

@@ -29,12 +29,20 @@ def test_git_warnings_about_directories_name_them_and_anything_else_refuses():
 def test_config_names_the_attributes_file_and_a_git_crypt_filter(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
-    assert project._read_config(b"", "/r") == (f"{tmp_path}/.config/git/attributes", "")
+    assert project._read_config(b"", "/r") == (f"{tmp_path}/.config/git/attributes", "", False)
     out = b'core.attributesfile\n~/a\0filter.git-crypt.smudge\n"git-crypt" smudge\0filter.lfs.clean\nx\0'
-    assert project._read_config(out, "/r") == (f"{tmp_path}/a", "filter.git-crypt.smudge")
+    assert project._read_config(out, "/r") == (f"{tmp_path}/a", "filter.git-crypt.smudge", False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "x"))
-    assert project._read_config(b"core.attributesfile\nrel\0", "/r") == ("/r/rel", "")
+    assert project._read_config(b"core.attributesfile\nrel\0", "/r") == ("/r/rel", "", False)
     assert project._read_config(b"", "/r")[0] == f"{tmp_path}/x/git/attributes"
+
+
+def test_config_says_when_sparse_checkout_would_clear_the_marks():
+    sparse = b"core.sparsecheckout\ntrue\0"
+    assert project._read_config(sparse, "/r")[2] is True
+    assert project._read_config(b"core.sparsecheckout\0", "/r")[2] is True  # a key without value is true
+    assert project._read_config(sparse + b"sparse.expectfilesoutsideofpatterns\nyes\0", "/r")[2] is False
+    assert project._read_config(b"core.sparsecheckout\nfalse\0", "/r")[2] is False
 
 
 def test_config_is_asked_only_when_a_config_file_could_matter(tmp_path, monkeypatch):

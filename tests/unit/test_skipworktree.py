@@ -36,10 +36,12 @@ def test_only_masks_that_can_hide_tracked_files_are_looked_up():
         Mask(f"{ROOT}/vault", True, CRYPT, "crypt"),
         Mask(f"{ROOT}/dist", True, IGNORED, "ignored"),  # ignored: untracked by definition, not looked at
     ]
-    needs, flagged = skipworktree.hidden_tracked(policy, [_Tree("", scan)])
-    assert needs == {ROOT: ["prod.tfvars", "vault/x", "vault/y"]} and flagged == {ROOT: {"vault/x"}}
+    marks = skipworktree.hidden_tracked(policy, [_Tree("", scan)])
+    assert marks.needs == {ROOT: ["prod.tfvars", "vault/x", "vault/y"]} and marks.flagged == {ROOT: {"vault/x"}}
+    assert marks.paths == [f"{ROOT}/prod.tfvars", f"{ROOT}/vault/x", f"{ROOT}/vault/y"] and marks.sparse == []
     policy.masks = [Mask(f"{ROOT}/dist", True, IGNORED, "ignored")]
-    assert skipworktree.hidden_tracked(policy, [_Tree("", scan)]) == ({}, {})
+    marks = skipworktree.hidden_tracked(policy, [_Tree("", scan)])
+    assert marks.needs == {} and marks.flagged == {}
 
 
 def test_a_session_that_is_gone_is_not_live(tmp_path):

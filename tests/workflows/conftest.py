@@ -19,7 +19,7 @@ import pytest
 
 from tests.agents.conftest import agent_env, agent_ws, agents_bin  # noqa: F401  (fixtures, registered by import)
 from tests.conftest import Result, Workspace, _chown, plant_env, require, token
-from tests.container.conftest import podman_env  # noqa: F401  (fixture, registered by import)
+from tests.container.conftest import busybox_rootfs, podman_env, podman_import  # noqa: F401  (podman_env: a fixture)
 from tests.workflows.anthropic_stub import AnthropicStub, Step
 
 PROMPT = "Do the scripted task."
@@ -133,32 +133,14 @@ def _needed_libs(binary: str) -> list[str]:
 @pytest.fixture(scope="session")
 def git_image(podman_env, tmp_path_factory) -> str:  # noqa: F811  (the imported fixture)
     """busybox plus the host's git binary and the libraries it links: enough for the agent's git builtins."""
-    podman, busybox, git = require("podman"), require("busybox"), os.path.realpath(require("git"))
-    root = tmp_path_factory.mktemp("git-rootfs")
-    for d in ("bin", "etc", "tmp"):
-        (root / d).mkdir()
-    shutil.copy(busybox, root / "bin" / "busybox")
-    for applet in subprocess.run([busybox, "--list"], capture_output=True, text=True, check=True).stdout.split():
-        if applet != "busybox":
-            (root / "bin" / applet).symlink_to("busybox")
-    (root / "usr").mkdir()
-    (root / "usr" / "bin").symlink_to("../bin")
+    git = os.path.realpath(require("git"))
+    root = busybox_rootfs(tmp_path_factory.mktemp("git-image") / "rootfs", require("busybox"))
     shutil.copy(git, root / "bin" / "git")
     for lib in _needed_libs(git):
         dest = root / lib.lstrip("/")
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(os.path.realpath(lib), dest)
-    (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
-    (root / "tmp").chmod(0o1777)
-    tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-    subprocess.run(
-        [podman, "import", "-q", "--change", "ENV PATH=/usr/bin:/bin", "-", GIT_IMAGE],
-        stdin=tar.stdout,
-        env={**os.environ, **podman_env},
-        check=True,
-        capture_output=True,
-    )
-    tar.wait()
+    podman_import(root, GIT_IMAGE, podman_env)
     return GIT_IMAGE
 
 

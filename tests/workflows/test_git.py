@@ -107,15 +107,28 @@ def _direct(ws: Workspace, cwd: Path, script: str) -> subprocess.CompletedProces
     return subprocess.run(cmd, cwd=cwd, env=ws.env(), capture_output=True, text=True, timeout=60)
 
 
-def _wait_unflagged(ws: Workspace, repo: Path) -> str:
-    """The session's end clears the marks in the background (the watcher): wait for it, briefly."""
+def _wait_marks(ws: Workspace, repo: Path, *theirs: str) -> str:
+    """The session's end clears ai-sandbox's marks in the background (the watcher): wait, briefly, until
+    only the user's own (theirs) are left; the listing then."""
     listing = ""
     for _ in range(100):
         listing = ws.git("ls-files", "-t", cwd=repo)
-        if not any(line.startswith("S ") for line in listing.splitlines()):
-            return listing
+        if [line for line in listing.splitlines() if line.startswith("S ")] == [f"S {p}" for p in theirs]:
+            break
         time.sleep(0.05)
     return listing
+
+
+def _session_in_background(ws: Workspace) -> subprocess.Popen[bytes]:
+    """`ai-sandbox -- sleep 30` in a process group of its own, returned once prod.tfvars is marked."""
+    proc = subprocess.Popen(
+        [AIS, "--", "sleep", "30"], cwd=ws.repo, env=ws.env(), start_new_session=True, stdin=subprocess.DEVNULL
+    )
+    for _ in range(200):
+        if "S prod.tfvars" in ws.git("ls-files", "-t"):
+            break
+        time.sleep(0.05)
+    return proc
 
 
 def _copy(ws: Workspace) -> Path:
@@ -135,7 +148,7 @@ def _check(ws: Workspace, hidden: dict[str, str], res, control: Path) -> None:  
     assert "AGENT-DONE" in ctl.stdout, ctl.stdout + ctl.stderr
     # inside, git saw no hidden file as modified: the same output as the control's
     assert res.out == ctl.stdout
-    listing = _wait_unflagged(ws, ws.repo)
+    listing = _wait_marks(ws, ws.repo)
     assert not any(line.startswith("S ") for line in listing.splitlines()), listing
     assert _state(ws.repo, _run_git(ws)) == _state(control, _run_git(ws))
     for rel, content in hidden.items():
@@ -161,34 +174,17 @@ def test_marks_a_user_set_stay_and_a_crashed_session_is_repaired(ws_self, fireja
     ws.git("update-index", "--skip-worktree", "notes.txt")  # the user's own
     res = ws.run("--", "sh", "-c", "git ls-files -t")
     assert "S prod.tfvars" in res.out and "S notes.txt" in res.out, res.out + res.err
-    listing = _wait_unflagged_but(ws, "notes.txt")
+    listing = _wait_marks(ws, ws.repo, "notes.txt")
     assert "H prod.tfvars" in listing and "S notes.txt" in listing
     # a session killed with its watcher leaves the mark: the next launch clears it
-    proc = subprocess.Popen(
-        [AIS, "--", "sleep", "30"], cwd=ws.repo, env=ws.env(), start_new_session=True, stdin=subprocess.DEVNULL
-    )
-    for _ in range(200):
-        if "S prod.tfvars" in ws.git("ls-files", "-t"):
-            break
-        time.sleep(0.05)
+    proc = _session_in_background(ws)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     time.sleep(0.3)
     assert "S prod.tfvars" in ws.git("ls-files", "-t")  # left behind: nobody cleared it
     assert ws.run("--", "true").rc == 0
-    listing = _wait_unflagged_but(ws, "notes.txt")
+    listing = _wait_marks(ws, ws.repo, "notes.txt")
     assert "H prod.tfvars" in listing and "S notes.txt" in listing
-
-
-def _wait_unflagged_but(ws: Workspace, theirs: str) -> str:
-    listing = ""
-    for _ in range(100):
-        listing = ws.git("ls-files", "-t")
-        flagged = [line for line in listing.splitlines() if line.startswith("S ")]
-        if flagged == [f"S {theirs}"]:
-            break
-        time.sleep(0.05)
-    return listing
 
 
 @pytest.mark.parametrize("crypt", [False, True], ids=["blocked", "git-crypt"])
@@ -219,7 +215,7 @@ def test_no_hook_of_the_repository_runs_outside_the_sandbox(ws, firejail):
     assert ws.run("--", "true").rc == 0
     time.sleep(0.5)  # the watcher's clearing of the marks, after the session
     assert not list(ws.repo.glob("leak*")), "a hook of the repository ran outside the sandbox"
-    _wait_unflagged(ws, ws.repo)
+    _wait_marks(ws, ws.repo)
 
 
 def test_sparse_checkout_refuses_until_git_is_told_to_keep_the_marks(ws_self, firejail):
@@ -252,16 +248,10 @@ def test_marks_are_cleared_when_the_session_is_hung_up_or_terminated(ws_self, fi
     the sandbox and clears the marks."""
     ws = ws_self
     _repo(ws, crypt=False)
-    proc = subprocess.Popen(
-        [AIS, "--", "sleep", "30"], cwd=ws.repo, env=ws.env(), start_new_session=True, stdin=subprocess.DEVNULL
-    )
-    for _ in range(200):
-        if "S prod.tfvars" in ws.git("ls-files", "-t"):
-            break
-        time.sleep(0.05)
+    proc = _session_in_background(ws)
     os.killpg(proc.pid, getattr(signal, how))
     proc.wait(timeout=10)
-    listing = _wait_unflagged(ws, ws.repo)
+    listing = _wait_marks(ws, ws.repo)
     assert "H prod.tfvars" in listing, listing
 
 
@@ -284,6 +274,6 @@ def test_a_hidden_directory_holding_tracked_files_is_a_mask_not_a_scratch(ws_sel
     assert [h["writes"] for h in doc["hidden"] if h["path"] == str(ws.repo / "config")] == ["refused"]
     res = ws.run("--", "sh", "-c", "git checkout -q feature; echo rc=$?")
     assert "rc=0" not in res.out, res.out + res.err
-    _wait_unflagged(ws, ws.repo)
+    _wait_marks(ws, ws.repo)
     assert ws.git("rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
     assert ws.git("status", "--porcelain") == "" and (ws.repo / "config" / "prod.json").read_text() == "MASTER\n"

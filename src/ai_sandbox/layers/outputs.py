@@ -11,13 +11,12 @@ a secret it wrote.
 
 from __future__ import annotations
 
-import marshal
 import os
 import stat
 import time
 from collections.abc import Callable
 
-from ai_sandbox.layers.unlisted import RACY_NS
+from ai_sandbox.layers.unlisted import RACY_NS, load_memo, save_memo
 
 # absolute directory -> (inode, ctime_ns, ((name, is_dir) of each subdirectory or secret-looking entry))
 Answer = tuple[int, int, tuple[tuple[str, bool], ...]]
@@ -27,17 +26,9 @@ class OutputListings:
     def __init__(self, path: str, secret: Callable[[str], str | None]) -> None:
         self.path = path
         self.secret = secret
-        self.old: dict[str, Answer] = {}
+        self.old: dict[str, Answer] = load_memo(path)
         self.new: dict[str, Answer] = {}
         self.changed = False
-        if path:
-            try:
-                with open(path, "rb") as f:
-                    data = marshal.loads(f.read())
-                if isinstance(data, dict):
-                    self.old = data
-            except (OSError, EOFError, ValueError, TypeError):
-                pass  # none yet, or broken: list everything
         self.settled = time.time_ns() - RACY_NS
 
     def scandir(self, path: str) -> list[tuple[str, bool]]:
@@ -61,13 +52,5 @@ class OutputListings:
 
     def save(self) -> None:
         """Keep this launch's answers only; written when something was listed anew."""
-        if not self.path or (not self.changed and self.new.keys() == self.old.keys()):
-            return
-        try:
-            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
-            tmp = f"{self.path}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(marshal.dumps(self.new))
-            os.replace(tmp, self.path)
-        except OSError:
-            pass
+        if self.changed or self.new.keys() != self.old.keys():
+            save_memo(self.path, self.new)

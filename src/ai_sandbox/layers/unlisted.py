@@ -16,6 +16,7 @@ lstat and the listing. The memo lives in ai-sandbox's cache directory, read-only
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 import os
 import re
@@ -24,6 +25,7 @@ import time
 
 from ai_sandbox import project
 from ai_sandbox.policy import IGNORED, Entry
+from ai_sandbox.state import write_file
 
 _TRACKED_ATTRS = re.compile(rb"\t((?:[^\0]*/)?\.gitattributes)\0")
 RACY_NS = 1_000_000_000  # a directory changed this recently is listed afresh and not remembered
@@ -37,31 +39,36 @@ class Memo:
 
     def __init__(self, path: str = "") -> None:
         self.path = path
-        self.trees: dict[str, dict[str, Listing]] = {}
+        self.trees: dict[str, dict[str, Listing]] = load_memo(path)
         self.changed = False
-        if path:
-            try:
-                with open(path, "rb") as f:
-                    data = marshal.loads(f.read())  # marshal.load(f) reads item by item: 10x slower
-                if isinstance(data, dict):
-                    self.trees = data
-            except (OSError, EOFError, ValueError, TypeError):
-                pass  # no memo, or a broken one: list everything
 
     def save(self, roots: list[str]) -> None:
         """Keep the trees of this launch only; written when something was listed anew (never inside the
         sandbox, where the cache directory is read-only: then the next launch lists again)."""
         keep = {r: self.trees.get(r, {}) for r in roots}
-        if not self.path or (not self.changed and keep.keys() == self.trees.keys()):
-            return
-        try:
-            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
-            tmp = f"{self.path}.{os.getpid()}.tmp"
-            with open(tmp, "wb") as f:
-                f.write(marshal.dumps(keep))
-            os.replace(tmp, self.path)
-        except OSError:
-            pass
+        if self.changed or keep.keys() != self.trees.keys():
+            save_memo(self.path, keep)
+
+
+def load_memo(path: str) -> dict:
+    """A dict of listings an earlier launch remembered; empty when there is none, or a broken one (then
+    everything is listed)."""
+    if not path:
+        return {}
+    try:
+        with open(path, "rb") as f:
+            data = marshal.loads(f.read())  # marshal.load(f) reads item by item: 10x slower
+    except (OSError, EOFError, ValueError, TypeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def save_memo(path: str, data: dict) -> None:
+    """Written atomically; a failure only means the next launch lists again."""
+    if not path:
+        return
+    with contextlib.suppress(OSError):
+        write_file(path, marshal.dumps(data))
 
 
 class Walk:

@@ -264,13 +264,15 @@ def run(req: Request) -> int:
     write_files(prepared.plan.files)
     state.record(seen)
     root = prepared.policy.root
-    skipworktree.protect(req.env, root, prepared.marks)
     needs = bool(prepared.marks.needs)
+    # The watcher first: a closed terminal's SIGHUP between setting the marks and forking it would leave them
+    # set with nobody to clear them (the watcher ignores it and clears them once this process is gone).
     if prepared.policy.masks or needs:
         from ai_sandbox import watch  # noqa: PLC0415
 
         end = (lambda pid: skipworktree.release(req.env, root, pid)) if needs else None
         watch.start(prepared.policy, prepared.on_hidden_change, state.moved_log(req.env, root), on_end=end)
+    skipworktree.protect(req.env, root, prepared.marks)
     _exec(prepared.plan.argv, prepared.plan.env)
     return 127  # not reached
 

@@ -1,0 +1,144 @@
+#!/bin/sh
+# `make install` / `make uninstall`: ai-sandbox in a virtual environment of its own, a link in ~/.local/bin.
+#
+# Why not `pip install --user`: Debian 12 and Ubuntu 23.04+ refuse it (PEP 668, externally-managed-environment).
+# So: pipx when present, else `uv tool`, else a venv under ~/.local/share/ai-sandbox made with the system
+# Python (python3-venv is installed when missing). firejail, which ai-sandbox refuses to run without, is
+# installed when missing, without the X stack its recommends pull in. Re-running upgrades in place.
+#
+# Usage: install.sh install|uninstall   (from the checkout; PYTHON and INSTALL_WITH=pipx|uv|venv override)
+set -eu
+
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+PYTHON=${PYTHON:-python3}
+DATA=${XDG_DATA_HOME:-$HOME/.local/share}/ai-sandbox
+VENV=$DATA/venv
+BIN=$HOME/.local/bin
+LINK=$BIN/ai-sandbox
+
+say() { printf '%s\n' "$*"; }
+die() { printf 'make install: %s\n' "$*" >&2; exit 1; }
+
+# Root runs apt-get itself; anyone else through sudo, which may ask for a password.
+as_root() {
+    if [ "$(id -u)" = 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "needs root to run '$*', and sudo is not installed: run it as root, then rerun make install"
+    fi
+}
+
+apt_install() {
+    command -v apt-get >/dev/null 2>&1 || return 1
+    say "installing $* with: sudo apt-get install -y --no-install-recommends $*"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+method() {
+    case ${INSTALL_WITH:-} in
+        pipx | uv | venv) say "$INSTALL_WITH" ;;
+        "") if command -v pipx >/dev/null 2>&1; then say pipx
+            elif command -v uv >/dev/null 2>&1; then say uv
+            else say venv; fi ;;
+        *) die "INSTALL_WITH=$INSTALL_WITH: use pipx, uv or venv" ;;
+    esac
+}
+
+check_python() {
+    command -v "$PYTHON" >/dev/null 2>&1 || die "no $PYTHON: install Python 3.11 or newer (sudo apt-get install python3)"
+    "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+        || die "$PYTHON is Python $("$PYTHON" -c 'import platform; print(platform.python_version())'); ai-sandbox needs 3.11 or newer (PYTHON=python3.12 make install)"
+}
+
+# A link we made points into our venv; anything else at that path is the user's and stays.
+our_link() { [ -L "$LINK" ] && [ "$(readlink "$LINK")" = "$VENV/bin/ai-sandbox" ]; }
+
+install_venv() {
+    if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+        apt_install python3-venv || die "$PYTHON has no venv module: install your distribution's python3-venv package"
+        "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1 \
+            || die "$PYTHON still has no venv module: install python$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')-venv"
+    fi
+    if [ -e "$LINK" ] && ! our_link; then
+        die "$LINK exists and was not made by make install (an earlier pip install --user or pipx?): remove it, then rerun"
+    fi
+    # A venv whose interpreter is gone (the system Python was upgraded) is made again.
+    if [ -d "$VENV" ] && ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
+        say "recreating $VENV: its Python no longer runs"
+        rm -rf "$VENV"
+    fi
+    [ -d "$VENV" ] || { mkdir -p "$DATA" && "$PYTHON" -m venv "$VENV"; }
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "$SRC"
+    mkdir -p "$BIN"
+    ln -sfn "$VENV/bin/ai-sandbox" "$LINK"
+}
+
+do_install() {
+    check_python
+    how=$(method)
+    case $how in
+        pipx) pipx install --force --python "$PYTHON" "$SRC" ;;
+        uv) uv tool install --force --reinstall --python "$PYTHON" "$SRC" ;;
+        venv) install_venv ;;
+    esac
+    [ -x "$LINK" ] || die "$how did not put ai-sandbox in $BIN"
+    version=$("$LINK" --version) || die "$LINK does not run"
+
+    if [ "$(uname -s)" = Linux ] && ! command -v firejail >/dev/null 2>&1; then
+        say "firejail is not installed; ai-sandbox refuses to start an agent without it"
+        apt_install firejail || die "install firejail with your package manager (dnf install firejail, pacman -S firejail), then run ai-sandbox doctor"
+    fi
+
+    say ""
+    case $how in
+        venv) say "$version installed: $LINK -> $VENV (a venv of $("$VENV/bin/python" -c 'import sys; print(sys._base_executable)'))" ;;
+        *) say "$version installed with $how: $LINK" ;;
+    esac
+    case ":$PATH:" in
+        *":$BIN:"*) ;;
+        *)
+            say "$BIN is not on your PATH. Add it for this shell:"
+            say "    export PATH=\"\$HOME/.local/bin:\$PATH\""
+            if grep -qs '\.local/bin' "$HOME/.profile"; then
+                say "(your ~/.profile adds it at your next login)"
+            else
+                case ${SHELL:-} in
+                    */zsh) rc="~/.zshrc" ;;
+                    */fish) rc="" ; say "and for good: fish_add_path ~/.local/bin" ;;
+                    *) rc="~/.bashrc" ;;
+                esac
+                [ -z "$rc" ] || say "and for good: echo 'export PATH=\"\$HOME/.local/bin:\$PATH\"' >> $rc"
+            fi
+            ;;
+    esac
+    say "Next, in a project of yours:"
+    say "    ai-sandbox doctor && ai-sandbox claude"
+}
+
+do_uninstall() {
+    removed=""
+    if command -v pipx >/dev/null 2>&1 && pipx list --short 2>/dev/null | grep -q '^ai-sandbox '; then
+        pipx uninstall ai-sandbox && removed="$removed pipx"
+    fi
+    if command -v uv >/dev/null 2>&1 && uv tool list 2>/dev/null | grep -q '^ai-sandbox '; then
+        uv tool uninstall ai-sandbox && removed="$removed uv"
+    fi
+    if our_link; then rm -f "$LINK"; fi
+    if [ -d "$VENV" ]; then rm -rf "$VENV" && removed="$removed $VENV"; fi
+    rmdir "$DATA" 2>/dev/null || true
+    if [ -z "$removed" ]; then
+        say "ai-sandbox was not installed by make install (nothing in pipx, uv or $VENV)"
+    else
+        say "removed ai-sandbox:$removed"
+    fi
+    say "kept: your config (${XDG_CONFIG_HOME:-~/.config}/ai-sandbox), state (${XDG_STATE_HOME:-~/.local/state}/ai-sandbox) and cache (${XDG_CACHE_HOME:-~/.cache}/ai-sandbox); delete them by hand if you want them gone"
+}
+
+case ${1:-} in
+    install) do_install ;;
+    uninstall) do_uninstall ;;
+    *) die "usage: $0 install|uninstall" ;;
+esac

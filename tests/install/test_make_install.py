@@ -1,0 +1,129 @@
+"""`make install` and `make uninstall` as a newcomer on Debian/Ubuntu does them: a normal user, the system
+Python with PEP 668 in force (no `pip install --user`), no pipx, then `ai-sandbox` from a new login shell.
+
+Run as the unprivileged test user when we are root, as ourselves otherwise, with a fresh HOME holding only
+the distribution's skeleton files (whose ~/.profile puts ~/.local/bin on PATH once it exists). The source
+is a copy of this checkout's files, so that the upgrade step can change its version. pip fetches the
+dependencies from PyPI, as it does for the user.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import IS_ROOT, ensure_test_user, require, token
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def _unavailable(msg: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+def _externally_managed(python: str) -> bool:
+    code = "import sysconfig; print(sysconfig.get_path('stdlib'))"
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+    return proc.returncode == 0 and (Path(proc.stdout.strip()) / "EXTERNALLY-MANAGED").is_file()
+
+
+def _copy_checkout(dest: Path) -> None:
+    """The files git would commit from this working tree (changes included), not .venv or caches."""
+    listing = subprocess.run(
+        ["git", "-c", "safe.directory=*", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=CHECKOUT, capture_output=True, check=True,
+    ).stdout  # fmt: skip
+    for rel in filter(None, listing.split(b"\0")):
+        src = CHECKOUT / os.fsdecode(rel)
+        if src.is_file():
+            (dest / rel.decode()).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / os.fsdecode(rel))
+
+
+class Newcomer:
+    def __init__(self, base: Path) -> None:
+        self.home = base / "home"
+        self.src = base / "src"
+        self.repo = base / "project"
+        self.user = ensure_test_user() if IS_ROOT else None
+        for d in (self.home, self.src, self.repo):
+            d.mkdir()
+        for name in (".profile", ".bashrc"):
+            if Path("/etc/skel", name).is_file():
+                shutil.copy(Path("/etc/skel", name), self.home / name)
+        _copy_checkout(self.src)
+        if self.user:
+            subprocess.run(["chown", "-R", f"{self.user.uid}:{self.user.gid}", str(base)], check=True)
+
+    def login(self, script: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        """`script` in a new login shell (bash -l reads /etc/profile and ~/.profile), with nothing of ours in
+        its environment."""
+        env = ["env", "-i", f"HOME={self.home}", "SHELL=/bin/bash", "LANG=C.UTF-8", "TERM=dumb"]
+        env += ["USER=" + (self.user.name if self.user else os.environ.get("USER", "me"))]
+        cmd = [*env, "bash", "-lc", script]
+        if self.user:
+            cmd = ["setpriv", f"--reuid={self.user.uid}", f"--regid={self.user.gid}", "--clear-groups", "--", *cmd]
+        return subprocess.run(cmd, cwd=self.home, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def test_make_install_then_uninstall_with_the_system_python_as_a_normal_user(tmp_world):
+    require("make")
+    require("firejail")
+    if not _externally_managed(SYSTEM_PYTHON):
+        _unavailable(f"{SYSTEM_PYTHON} is not a distribution's Python with PEP 668 in force (Debian 12, Ubuntu 24.04)")
+    me = Newcomer(tmp_world)
+    secret = token("INSTALLSECRET")
+    (me.repo / ".gitignore").write_text(".env\n")
+    (me.repo / ".env").write_text(secret + "\n")
+    git = ["git", "-c", "safe.directory=*", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    for args in (["init", "-q"], ["add", ".gitignore"], ["commit", "-qm", "init"]):
+        subprocess.run([*git, *args], cwd=me.repo, check=True, capture_output=True)
+    if me.user:
+        subprocess.run(["chown", "-R", f"{me.user.uid}:{me.user.gid}", str(me.repo)], check=True)
+
+    pre = me.login("command -v pipx uv ai-sandbox; echo PATH=$PATH")
+    assert "ai-sandbox" not in pre.stdout.replace("PATH=", ""), pre.stdout
+    how = (
+        "INSTALL_WITH=venv " if "pipx" in pre.stdout or "/uv" in pre.stdout else ""
+    )  # what a machine without them does
+
+    install = f"cd {me.src} && {how}make install PYTHON={SYSTEM_PYTHON}"
+    first = me.login(install)
+    assert first.returncode == 0, first.stdout + first.stderr
+    venv = me.home / ".local" / "share" / "ai-sandbox" / "venv"
+    link = me.home / ".local" / "bin" / "ai-sandbox"
+    assert link.is_symlink() and os.readlink(link) == str(venv / "bin" / "ai-sandbox")
+    # ~/.local/bin did not exist when this login shell started: the script says how to get it on PATH
+    assert 'export PATH="$HOME/.local/bin:$PATH"' in first.stdout
+    assert "ai-sandbox doctor && ai-sandbox claude" in first.stdout
+
+    run = me.login(
+        f"cd {me.repo} && command -v ai-sandbox && ai-sandbox -- cat .env; echo rc=$?; ai-sandbox -- cat .gitignore"
+    )
+    assert run.stdout.splitlines()[0] == str(link), run.stdout + run.stderr
+    assert secret not in run.stdout + run.stderr
+    assert "rc=1" in run.stdout and "Permission denied" in run.stderr
+    assert run.stdout.rstrip().endswith(".env"), run.stdout + run.stderr  # the sandbox runs what is not hidden
+
+    # re-running upgrades in place: the same venv, the new code
+    init = me.src / "src" / "ai_sandbox" / "__init__.py"
+    init.write_text(init.read_text().replace('__version__ = "', '__version__ = "9.9.9+was-'))
+    venv_inode = venv.stat().st_ino
+    again = me.login(install)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert venv.stat().st_ino == venv_inode
+    version = me.login("ai-sandbox --version")
+    assert version.stdout.startswith("ai-sandbox 9.9.9+was-"), version.stdout + version.stderr
+
+    gone = me.login(f"cd {me.src} && make uninstall")
+    assert gone.returncode == 0, gone.stdout + gone.stderr
+    assert not venv.exists() and not link.exists() and not link.is_symlink()
+    after = me.login("command -v ai-sandbox; echo rc=$?")
+    assert after.stdout.strip() == "rc=1", after.stdout

@@ -5,12 +5,15 @@ BIN    := $(VENV)/bin
 # Run apt-get directly as root, through sudo otherwise.
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install test lint unit integration system-deps bench clean
+.PHONY: install uninstall test lint unit integration system-deps bench clean
 
+# ai-sandbox in a venv of its own (pipx, uv tool, or ~/.local/share/ai-sandbox/venv) linked from ~/.local/bin,
+# and firejail when missing; scripts/install.sh says why. INSTALL_WITH=pipx|uv|venv picks the way.
 install:
-	@command -v pipx >/dev/null 2>&1 && pipx install --force . || \
-	  { $(PYTHON) -m pip install --user . && echo "installed with pip --user; make sure ~/.local/bin is on PATH"; }
-	@command -v firejail >/dev/null 2>&1 || echo "note: firejail is not installed; ai-sandbox refuses to run without it (sudo apt-get install firejail)"
+	@PYTHON=$(PYTHON) sh scripts/install.sh install
+
+uninstall:
+	@PYTHON=$(PYTHON) sh scripts/install.sh uninstall
 
 $(BIN)/pytest: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +25,7 @@ $(BIN)/pytest: pyproject.toml
 # the shells they start agents from, and npm for the real agent CLIs (tests/agents); installed when
 # missing (Debian/Ubuntu).
 system-deps:
-	@missing=""; \
+	@PATH="$$PATH:/usr/sbin:/sbin"; missing=""; \
 	for tool in firejail git git-crypt setpriv zsh fish podman runc; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
 	dpkg -s busybox-static >/dev/null 2>&1 || missing="$$missing busybox-static"; \
 	command -v mkfs.ext4 >/dev/null 2>&1 || missing="$$missing e2fsprogs"; \
@@ -30,6 +33,9 @@ system-deps:
 	$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \
+	  if [ -n "$(SUDO)" ] && ! command -v sudo >/dev/null; then \
+	    echo "make test needs:$$missing; install them as root (apt-get install$$missing), or install sudo" >&2; exit 1; \
+	  fi; \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
 	fi
@@ -50,4 +56,4 @@ bench: $(BIN)/pytest system-deps
 	$(BIN)/python bench/bench.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache /tmp/ai-sandbox-tests-$$(id -u)

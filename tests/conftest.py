@@ -6,6 +6,7 @@ and firejail. In CI (CI=true) a missing tool fails the run; elsewhere the test i
 
 from __future__ import annotations
 
+import atexit
 import os
 import pwd
 import secrets
@@ -18,8 +19,12 @@ from pathlib import Path
 
 import pytest
 
-AIS = str(Path(sys.executable).with_name("ai-sandbox"))
+from tests.stage import runs_as, stage
+
 TEST_USER = "aisbx-test"
+# PATH for tests that look agents up: the system's directories only, not /usr/local/bin or ~/.local/bin,
+# where the developer's own claude or aider would be found before (or instead of) the test's fake one.
+SYSTEM_BIN = "/usr/sbin:/usr/bin:/sbin:/bin"
 IS_ROOT = os.geteuid() == 0
 
 
@@ -31,6 +36,13 @@ def require(tool: str) -> str:
             pytest.fail(msg)
         pytest.skip(msg)
     return path
+
+
+def root_only(why: str) -> None:
+    """Skip what only root can set up (a directory in /etc, a mount, the system's git replaced): the run as
+    root covers it, and a run as a user reports it skipped, never passed."""
+    if not IS_ROOT:
+        pytest.skip(f"needs root: {why} (the suite run as root covers it)")
 
 
 def token(prefix: str) -> str:
@@ -64,6 +76,26 @@ def ensure_test_user() -> User:
     return User(pw.pw_name, pw.pw_uid, pw.pw_gid)
 
 
+def _launcher() -> tuple[str, str]:
+    """The `ai-sandbox` the tests run, and why the test user cannot run it if so. This venv's console script,
+    unless we are root and the test user cannot run it (tests/stage.py): then a staged copy, for both."""
+    ais = str(Path(sys.executable).with_name("ai-sandbox"))
+    if not IS_ROOT:
+        return ais, ""
+    user = ensure_test_user()
+    if runs_as(user.uid, user.gid, [ais, "--version"]):
+        return ais, ""
+    try:
+        launcher = stage(user.uid, user.gid)
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
+        return ais, f"it cannot reach {ais} and staging a copy failed: {e}"
+    atexit.register(shutil.rmtree, launcher.parents[2], True)
+    return str(launcher), ""
+
+
+AIS, _STAGE_PROBLEM = _launcher()
+PY = str(Path(AIS).with_name("python"))  # the interpreter of that venv, which the test user can run
+
 # Who runs the sandboxed command: as root, both root and an unprivileged user; otherwise just ourselves.
 IDENTITIES = ["root", "user"] if IS_ROOT else ["self"]
 
@@ -86,16 +118,13 @@ class Workspace:
         self.home = base / "home"
         self.repo.mkdir()
         (self.home / ".config" / "ai-sandbox").mkdir(parents=True)
-        if self.user:
-            # the launcher and its interpreter (a venv links to it): a shell run by the user must start both
-            for path in (AIS, os.path.realpath(sys.executable)):
-                if not _accessible(self.user, path):
-                    if os.environ.get("CI") == "true":
-                        _open_ancestors(Path(path))  # a throwaway CI machine: let the test user traverse to it
-                    if not _accessible(self.user, path):
-                        pytest.fail(
-                            f"{TEST_USER} cannot run {path}: put the checkout and Python where other users can read them"
-                        )
+        if self.user and _STAGE_PROBLEM:
+            pytest.fail(f"{TEST_USER} cannot run ai-sandbox: {_STAGE_PROBLEM}")
+
+    @property
+    def unprivileged(self) -> bool:
+        """The sandboxed command runs as a user, not root: the test user, or ourselves when not root."""
+        return self.identity != "root"
 
     @property
     def config_file(self) -> Path:
@@ -182,29 +211,8 @@ def _chown(base: Path, user: User) -> None:
     subprocess.run(["chown", "-R", f"{user.uid}:{user.gid}", str(base)], check=True)
 
 
-def _open_ancestors(path: Path) -> None:
-    for parent in path.parents:
-        mode = parent.stat().st_mode
-        if not mode & 0o001:
-            parent.chmod(mode | 0o001)
-
-
 def _accessible(user: User, path: str) -> bool:
-    proc = subprocess.run(
-        [
-            "setpriv",
-            f"--reuid={user.uid}",
-            f"--regid={user.gid}",
-            "--clear-groups",
-            "--",
-            "sh",
-            "-c",
-            'test -x "$1"',
-            "-",
-            path,
-        ]
-    )
-    return proc.returncode == 0
+    return runs_as(user.uid, user.gid, ["sh", "-c", 'test -x "$1"', "-", path])
 
 
 @pytest.fixture

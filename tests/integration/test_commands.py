@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import AIS, Result, require
+from tests.conftest import AIS, SYSTEM_BIN, Result, require
 
 pytestmark = pytest.mark.sandbox
 
@@ -262,7 +262,7 @@ def test_alias_output_runs_the_agent_sandboxed_in_each_shell(ws, firejail, tmp_w
     ws.write(".gitignore", ".env\n")
     ws.write(".env", "SECRET-ALIAS\n")
     bindir = _fake_agent(tmp_world)
-    path = f"{bindir}:{Path(AIS).parent}:{os.environ['PATH']}"
+    path = f"{bindir}:{Path(AIS).parent}:{SYSTEM_BIN}"
     cmd = SHELL_RUN[shell]
     if ws.user:
         ws.run("--version")  # hands the workspace to the user
@@ -275,7 +275,7 @@ def test_alias_output_runs_the_agent_sandboxed_in_each_shell(ws, firejail, tmp_w
 
 def test_alias_lists_installed_agents_unless_all(ws_self, tmp_world):
     bindir = _fake_agent(tmp_world, "codex")
-    env = {"PATH": f"{bindir}:{os.environ['PATH']}"}
+    env = {"PATH": f"{bindir}:{SYSTEM_BIN}"}
     out = ws_self.run("alias", "--shell", "bash", env=env).out
     assert "function codex {" in out and "function claude" not in out
     out = ws_self.run("alias", "--shell", "bash", "--all", env=env).out
@@ -288,7 +288,7 @@ def test_a_nested_launch_runs_directly_inside_the_sandbox(ws, firejail, tmp_worl
     ws.write(".gitignore", ".env\n")
     ws.write(".env", "SECRET-NESTED\n")
     bindir = _fake_agent(tmp_world)
-    path = f"{bindir}:{Path(AIS).parent}:{os.environ['PATH']}"
+    path = f"{bindir}:{Path(AIS).parent}:{SYSTEM_BIN}"
     # the agent's shell has the wrappers from its rc file: `claude` inside means ai-sandbox inside
     script = 'eval "$(ai-sandbox alias --shell bash)"; claude nested; echo "status=$?"'
     res = ws.run("--", "bash", "-c", script, env={"PATH": path})
@@ -314,7 +314,7 @@ def test_profiles_lists_agents_and_marks_the_installed_ones(ws_self, tmp_world):
     user_profiles = ws_self.home / ".config" / "ai-sandbox" / "profiles"
     user_profiles.mkdir()
     (user_profiles / "mytool.toml").write_text('description = "my own tool"\nexecutable = "gemini"\n')
-    res = ws_self.run("profiles", env={"PATH": f"{bindir}:{os.environ['PATH']}", "COLUMNS": "200"})
+    res = ws_self.run("profiles", env={"PATH": f"{bindir}:{SYSTEM_BIN}", "COLUMNS": "200"})
     assert res.rc == 0, res.err
     rows = {line.split()[1]: line for line in res.out.splitlines() if line.strip() and line.split()[0] in "✓·"}
     assert set(rows) >= {"aider", "claude", "codex", "gemini", "opencode", "mytool"}
@@ -329,10 +329,10 @@ def test_a_wrapper_script_named_like_the_agent_is_skipped(ws_self, firejail, tmp
     wrappers.mkdir()
     (wrappers / "claude").write_text(f'#!/bin/sh\nexec {AIS} claude "$@"\n')
     (wrappers / "claude").chmod(0o755)
-    res = ws_self.run("claude", "hi", env={"PATH": f"{wrappers}:{real}:{os.environ['PATH']}"}, timeout=30)
+    res = ws_self.run("claude", "hi", env={"PATH": f"{wrappers}:{real}:{SYSTEM_BIN}"}, timeout=30)
     assert res.rc == 0, res.err
     assert "[hi]" in res.out
-    res = ws_self.run("claude", "hi", env={"PATH": f"{wrappers}:{os.environ['PATH']}"}, timeout=30)
+    res = ws_self.run("claude", "hi", env={"PATH": f"{wrappers}:{SYSTEM_BIN}"}, timeout=30)
     assert res.rc == 127 and "only wrappers" in res.err
 
 
@@ -369,6 +369,6 @@ def test_switching_agents_is_not_a_rule_change(ws_self, firejail):
     bindir.mkdir()
     (bindir / "opencode").write_text("#!/bin/sh\ncat opencode.json\n")
     (bindir / "opencode").chmod(0o755)
-    res = ws_self.run("opencode", env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    res = ws_self.run("opencode", env={"PATH": f"{bindir}:{SYSTEM_BIN}"})
     assert res.rc == 0, res.err  # its profile keeps it readable: not a change of rules
     assert res.out == "{}\n"

@@ -34,17 +34,14 @@ import os
 import re
 import secrets as _random
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import AIS, IS_ROOT, Result, Workspace, _chown, _new_repo, require
+from tests.conftest import AIS, PY, Result, Workspace, _chown, _new_repo, require, root_only
 
 pytestmark = pytest.mark.sandbox
-
-PY = sys.executable  # the venv's interpreter: the test user can run it (conftest checks), any python3 may not
 
 
 @dataclass
@@ -365,8 +362,7 @@ def test_raw_block_device_of_the_project_file_system(ws, firejail):
     """Root in the sandbox keeps DAC ownership of device nodes (caps.drop does not change that): without
     `private-dev` the file system under the project could be read raw, past every mask. Reproduced on a loop-mounted ext4
     (a real disk, /dev/sda or /dev/nvme0n1, is root:disk 0660: the same for root and the disk group)."""
-    if not IS_ROOT:
-        pytest.skip("building a loop-mounted file system needs root")
+    root_only("builds a loop-mounted file system")
     require("mkfs.ext4")
     require("mount")
     require("grep")

@@ -9,7 +9,7 @@ import pytest
 
 from ai_sandbox import main
 from ai_sandbox.errors import UsageError
-from tests.conftest import AIS
+from tests.conftest import AIS, PY
 
 
 @pytest.mark.parametrize(
@@ -51,7 +51,7 @@ def test_launch_path_does_not_import_typer_rich_or_pathspec():
         "import sys; from ai_sandbox import launch, main; "
         "print(sorted(m for m in ('typer', 'rich', 'pathspec', 'git') if m in sys.modules))"
     )
-    out = subprocess.run([AIS.replace("ai-sandbox", "python"), "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 

@@ -6,12 +6,11 @@ kept readable) and a secret beside it; the work must succeed inside and the secr
 
 from __future__ import annotations
 
-import sys
 import time
 
 import pytest
 
-from tests.conftest import plant_env, require, token
+from tests.conftest import PY, plant_env, require, token
 
 pytestmark = pytest.mark.sandbox
 
@@ -95,8 +94,8 @@ def test_python_project_with_its_venv_caches_and_pytest(ws, firejail):
     ws.write(".pytest_cache/v/cache/lastfailed", "{}\n")
     ws.write("app.egg-info/PKG-INFO", "Name: app\n")
     cmd = (
-        f"{sys.executable} -m venv --without-pip --clear .venv && .venv/bin/python -c 'import app' && "
-        f"{sys.executable} -m pytest -q -p no:randomly 2>&1 | tail -2; "
+        f"{PY} -m venv --without-pip --clear .venv && .venv/bin/python -c 'import app' && "
+        f"{PY} -m pytest -q -p no:randomly 2>&1 | tail -2; "
         "echo 'Name: app 2' > app.egg-info/PKG-INFO; ls __pycache__ .pytest_cache; cat .env; true"
     )
     res = ws.run("--", "sh", "-c", cmd, timeout=120)

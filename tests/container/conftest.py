@@ -34,9 +34,16 @@ def podman_env(tmp_path_factory) -> dict[str, str]:
     base = tmp_path_factory.mktemp("podman")
     conf, storage = base / "containers.conf", base / "storage.conf"
     conf.write_text(
-        '[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]\n[engine]\nruntime = "runc"\n'
+        '[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]\n'
+        f'[engine]\nruntime = "runc"\ntmp_dir = "{base}/tmp"\n'
     )
-    storage.write_text(f'[storage]\ndriver = "vfs"\nrunroot = "{base}/run"\ngraphroot = "{base}/graph"\n')
+    # Rootless podman ignores graphroot and keeps images under ~/.local/share/containers, unless told
+    # rootless_storage_path: the tests give every sandboxed command a HOME of its own, and the image would
+    # be gone (measured with podman 4.3).
+    storage.write_text(
+        f'[storage]\ndriver = "vfs"\nrunroot = "{base}/run"\ngraphroot = "{base}/graph"\n'
+        f'rootless_storage_path = "{base}/graph"\n'
+    )
     env = {
         "CONTAINERS_CONF": str(conf),
         "CONTAINERS_STORAGE_CONF": str(storage),

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import AIS, IS_ROOT, Result, Workspace, _chown, ensure_test_user, require
+from tests.conftest import AIS, IS_ROOT, Result, Workspace, _chown, ensure_test_user, require, root_only
 
 pytestmark = pytest.mark.sandbox
 
@@ -89,8 +89,7 @@ def test_unknown_command_is_refused_before_the_sandbox(ws_self, firejail):
 def without_firejail(argv: list[str]) -> list[str]:
     """argv in a mount namespace of its own where every firejail of the system's directories is
     /dev/null: ai-sandbox looks for it there, never on PATH (so restricting PATH proves nothing)."""
-    if not IS_ROOT:
-        pytest.skip("hiding the system's firejail needs root (CI runs the suite as root)")
+    root_only("hides the system's firejail in a mount namespace")
     require("unshare")
     from ai_sandbox.tools import SYSTEM_PATH
 
@@ -240,8 +239,7 @@ def test_a_slow_scan_shows_a_status_on_a_terminal_only(ws_self, firejail, tmp_wo
     """git is made slow where ai-sandbox runs it from (the system's own, never PATH's): in a mount
     namespace, a wrapper that sleeps is bound over it."""
     require("script")
-    if not IS_ROOT:
-        pytest.skip("replacing the system's git needs root (CI runs the suite as root)")
+    root_only("replaces the system's git in a mount namespace")
     git = require("git")
     real = tmp_world / "real-git"
     shutil.copy(git, real)

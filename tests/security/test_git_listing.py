@@ -49,7 +49,7 @@ def test_a_directory_git_cannot_list_is_hidden_whole(ws, firejail):
     res = inside(ws, "cat conf/.env conf/deeper/.env")
     assert res.rc == 0, res.err
     assert secret not in res.out + res.err
-    if ws.user:
+    if ws.unprivileged:
         plan = ws.run("explain", "conf/.env")
         assert "git could not list it" in plan.out, plan.out
 
@@ -66,7 +66,7 @@ def test_a_gitignore_git_cannot_read_refuses_the_launch(ws, firejail):
     marker = ws.base / "ran"
     res = inside(ws, f"touch '{marker}'; cat keys/server.pem keys/README")
     assert secret not in res.out + res.err
-    if ws.user:  # root reads the .gitignore: no warning, a normal launch
+    if ws.unprivileged:  # root reads the .gitignore: no warning, a normal launch
         assert res.rc == 65, res.err
         assert "unexpected message" in res.err and "unable to access" in res.err
         assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err

@@ -22,7 +22,7 @@ from ai_sandbox.backends import Settings
 from ai_sandbox.backends.firejail import Firejail
 from ai_sandbox.launch import make_dirs, write_files
 from ai_sandbox.policy import IGNORED, Mask, Policy
-from tests.conftest import AIS, Result, Workspace, _chown, plant_env, require, token
+from tests.conftest import AIS, Result, Workspace, _chown, plant_env, require, root_only, token
 
 pytestmark = pytest.mark.sandbox
 
@@ -69,8 +69,7 @@ def test_firejail_running_unsandboxed_in_a_pid_namespace_is_stopped(ws, firejail
     """In a container firejail detects "an existing sandbox" and runs the command with every secret
     readable (old code: the .env content was printed, exit 0). unshare needs root; the user case drops
     to the user inside the new namespace, as a container's user would be."""
-    if not ws.user and os.geteuid() != 0:
-        pytest.skip("unshare --pid needs root; as a user this case is covered by the root run")
+    root_only("unshare --pid")
     require("unshare")
     secret = plant_env(ws)
     agent = [AIS, "--", "sh", "-c", "echo AGENT-RAN; cat .env"]
@@ -82,8 +81,7 @@ def test_firejail_running_unsandboxed_in_a_pid_namespace_is_stopped(ws, firejail
 
 
 def test_doctor_explain_and_dry_run_say_firejail_does_not_sandbox_here(ws_self, firejail):
-    if os.geteuid() != 0:
-        pytest.skip("unshare --pid needs root")
+    root_only("unshare --pid")
     require("unshare")
     plant_env(ws_self)
     pid_ns = ["unshare", "--pid", "--fork", "--mount-proc"]

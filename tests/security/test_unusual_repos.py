@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, Workspace
+from tests.conftest import Result, Workspace, root_only
 
 pytestmark = pytest.mark.sandbox
 
@@ -228,10 +228,9 @@ def test_ignored_symlinks_to_root_home_and_project_never_mask_them(ws, firejail)
 def test_a_project_under_a_system_directory_hides_its_secrets(ws, firejail, parent):
     """/var/www/app or /usr/local/src/tool: a path under /var or /usr is never masked when a symlink leads
     there, but the project's own ignored files must be. (Until 2026-11-22 they were not: a fail-open.)"""
+    root_only(f"creates a project in {parent}")
     if not os.access(parent, os.W_OK):
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"cannot create a project in {parent}: CI runs the suite as root")
-        pytest.skip(f"{parent} is not writable here")
+        pytest.fail(f"cannot create a project in {parent}, even as root")
     base = Path(tempfile.mkdtemp(prefix="ais-sys-", dir=parent))
     try:
         base.chmod(0o755)

@@ -44,7 +44,7 @@ def _host_unchanged(ws: Workspace, secret: str) -> None:
 
 def test_a_write_into_a_hidden_path_never_reaches_the_host(ws, firejail):
     secret = _plant(ws)
-    scratch = ws.user is None  # root owns its project; the test user's lives outside its passwd home
+    scratch = ws.identity == "root"  # root owns its project; a user's lives outside its passwd home
     doc = json.loads(ws.run("explain", "--json").out)
     writes = {h["path"]: h["writes"] for h in doc["hidden"]}
     assert writes == {
@@ -61,36 +61,40 @@ def test_a_write_into_a_hidden_path_never_reaches_the_host(ws, firejail):
     _host_unchanged(ws, secret)
 
 
-def test_a_user_gets_a_scratch_directory_under_its_own_home(tmp_world, firejail):
-    """firejail mounts a tmpfs for a user only on its own directory under its passwd home."""
-    if not IS_ROOT:
-        pytest.skip("needs root to give the test user a project under its passwd home")
-    user = ensure_test_user()
-    home = Path(pwd.getpwnam(TEST_USER).pw_dir)
+@pytest.fixture
+def passwd_home_base():
+    """A world-traversable directory under the passwd home of the user who runs the sandbox (the test user
+    when we are root, ourselves otherwise), with that identity; removed afterwards, with the home if made."""
+    user = ensure_test_user() if IS_ROOT else None
+    home = Path(pwd.getpwnam(TEST_USER).pw_dir if user else pwd.getpwuid(os.getuid()).pw_dir)
     made = not home.exists()
     if made:
         home.mkdir(parents=True)
         os.chown(home, user.uid, user.gid)
     base = home / f"ais-scratch-{os.getpid()}"
-    try:
-        base.mkdir()
-        base.chmod(0o755)
-        ws = _new_repo(base, "user")
-        secret = _plant(ws)
-        res = ws.run("--", "sh", "-c", WRITE)
-        assert res.rc == 0, res.err
-        assert res.out.startswith("new\n") and secret not in res.out + res.err, res.out + res.err
-        _host_unchanged(ws, secret)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-        if made:
-            shutil.rmtree(home, ignore_errors=True)
+    base.mkdir()
+    base.chmod(0o755)
+    yield base, "user" if user else "self"
+    shutil.rmtree(base, ignore_errors=True)
+    if made:
+        shutil.rmtree(home, ignore_errors=True)
 
 
-def test_the_launch_check_refuses_a_scratch_firejail_did_not_mount(ws_self, firejail):
+def test_a_user_gets_a_scratch_directory_under_its_own_home(passwd_home_base, firejail):
+    """firejail mounts a tmpfs for a user only on its own directory under its passwd home."""
+    ws = _new_repo(*passwd_home_base)
+    secret = _plant(ws)
+    res = ws.run("--", "sh", "-c", WRITE)
+    assert res.rc == 0, res.err
+    assert res.out.startswith("new\n") and secret not in res.out + res.err, res.out + res.err
+    _host_unchanged(ws, secret)
+
+
+def test_the_launch_check_refuses_a_scratch_firejail_did_not_mount(ws_self, passwd_home_base, firejail):
     """A tmpfs line firejail skips (as it does, silently, where a user may not mount one) leaves the real
-    directory: the check finds it on its parent's device, with what it holds, and the agent never starts."""
-    ws = ws_self
+    directory: the check finds it on its parent's device, with what it holds, and the agent never starts.
+    As a user, the project lies under our passwd home, the only place we get a scratch directory."""
+    ws = ws_self if IS_ROOT else _new_repo(passwd_home_base[0], "self")
     secret = _plant(ws)
     res = ws.run("--dry-run", "--", "true")
     profile = Path(next(w for w in res.out.split() if w.startswith("--profile=")).removeprefix("--profile="))

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import pwd
+import shutil
+import tempfile
 
 import pytest
 
@@ -120,9 +123,20 @@ def test_code_in_the_project_stays_writable_only_in_ai_sandboxs_own_checkout(tmp
         assert not covered(own_files(env, fj.unexpressible, root=checkout))
 
 
-def test_scratch_directories_are_tmpfs_after_the_read_only_lines_and_checked_as_such(tmp_path):
+@pytest.fixture
+def own_dir(tmp_path):
+    """Where we get scratch directories: anywhere as root, only under our passwd home as a user."""
+    if os.geteuid() == 0:
+        yield str(tmp_path)
+        return
+    root = tempfile.mkdtemp(prefix="ais-unit-", dir=pwd.getpwuid(os.geteuid()).pw_dir)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_scratch_directories_are_tmpfs_after_the_read_only_lines_and_checked_as_such(own_dir):
     """A read-only line after a tmpfs would make it read-only; a directory given a tmpfs is not also masked."""
-    root = str(tmp_path)
+    root = own_dir
     os.mkdir(f"{root}/secrets")
     pol = Policy(
         root=root,
@@ -131,8 +145,6 @@ def test_scratch_directories_are_tmpfs_after_the_read_only_lines_and_checked_as_
     )
     me = Firejail.__new__(Firejail)
     me.user = (os.geteuid(), os.getegid())
-    if os.geteuid() != 0:
-        pytest.skip("a user gets a scratch directory only under its passwd home")
     scratch = me.scratch(pol)
     assert scratch == [f"{root}/secrets"]
     lines = fj.profile(pol, OwnFiles(protect=["/h/.config/ai-sandbox"]), scratch).decode().splitlines()

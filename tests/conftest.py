@@ -212,7 +212,7 @@ def _chown(base: Path, user: User) -> None:
 
 
 def _accessible(user: User, path: str) -> bool:
-    return runs_as(user.uid, user.gid, ["sh", "-c", 'test -x "$1"', "-", path])
+    return runs_as(user.uid, user.gid, ["test", "-x", path])
 
 
 @pytest.fixture

@@ -30,7 +30,11 @@ def as_user(uid: int, gid: int, argv: list[str]) -> list[str]:
 
 
 def runs_as(uid: int, gid: int, argv: list[str]) -> bool:
-    proc = subprocess.run(as_user(uid, gid, argv), capture_output=True, cwd="/", check=False, stdin=subprocess.DEVNULL)
+    """argv succeeds as uid:gid. Started by a shell of that user: setpriv's own exec still walks the path
+    with root's capabilities (it keeps them until the exec), so it starts a program in /root/.pyenv that
+    the user could not reach (measured: a 0700 /root)."""
+    cmd = as_user(uid, gid, ["sh", "-c", 'exec "$@"', "sh", *argv])
+    proc = subprocess.run(cmd, capture_output=True, cwd="/", check=False, stdin=subprocess.DEVNULL)
     return proc.returncode == 0
 
 

@@ -189,7 +189,9 @@ def test_a_terminal_gets_a_tty_and_a_pipe_does_not(ws_self, container, podman_en
 
 def test_over_the_mask_limit_the_container_still_starts_and_hides(ws_self, container):
     """2,000 masks by default (a --mount argument each; measured: podman's command line passes ARG_MAX
-    near 14,000 masks). 2,400 separately ignored files: directories are hidden whole, nothing leaks."""
+    near 14,000 masks), fewer for rootless podman (runc takes the mount sources in one 64 KiB message: the
+    container failed to start as a user). 2,400 separately ignored files: directories are hidden whole,
+    nothing leaks."""
     ws_self.write(".gitignore", "*.secret\n")
     for d in range(12):
         ws_self.write(f"d{d}/README.md", f"README-{d}\n")
@@ -202,7 +204,9 @@ def test_over_the_mask_limit_the_container_still_starts_and_hides(ws_self, conta
     res = container("--", "sh", "-c", "cat d0/f0.secret d11/f199.secret; cat d11/README.md; true")
     assert res.rc == 0, res.err
     assert token not in res.out + res.err
-    assert "more than the backend can mount (2000)" in res.err
+    source = ws_self.home / ".cache" / "ai-sandbox" / "mask-empty-file"
+    limit = 2000 if os.geteuid() == 0 else min(2000, 60_000 // (len(str(source)) + 1))
+    assert f"more than the backend can mount ({limit})" in res.err
 
 
 def test_a_command_line_past_arg_max_is_one_clear_line(ws_self, container):

@@ -28,6 +28,11 @@ NOT_PASSED = frozenset(
 )
 NOT_PASSED_PREFIXES = ("DYLD_",)
 MAC_SSH_SOCK = "/run/host-services/ssh-auth.sock"  # Docker Desktop's forward of the host's ssh agent
+# Rootless podman with --userns=keep-id hands runc every bind mount's source, NUL-terminated, in one netlink
+# message of at most 65,535 bytes ("netlink: cannot serialize bytemsg ... larger than UINT16_MAX"; measured
+# with podman 4.3 and runc 1.1: a 43-byte source starts 1,450 masks, not 1,490). The masks get this much
+# of it; the rest is for the project and the other mounts.
+ROOTLESS_MASK_BYTES = 60_000
 
 
 def mount_arg(**fields: str | bool) -> str:
@@ -45,7 +50,7 @@ def _inside(path: str, parent: str) -> bool:
 class Docker:
     name = "docker"
     host_commands = False
-    max_masks = 2_000  # a --mount argument each: the command line must stay within ARG_MAX
+    max_masks = 2_000  # a --mount argument each: the command line must stay within ARG_MAX; rootless podman: less
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -56,6 +61,9 @@ class Docker:
             # Docker Desktop's per-user install (~/.docker/bin): on macOS no sandbox of ours runs with the
             # home writable (a container sees only its mounts), so nothing of ours could have planted it
             self.executable = shutil.which(self.engine)
+        if os.path.basename(self.engine).endswith("podman") and os.geteuid() != 0:
+            source = os.fsencode(os.path.join(_cache_dir(os.environ), "mask-empty-file"))
+            self.max_masks = min(self.max_masks, ROOTLESS_MASK_BYTES // (len(source) + 1))
 
     def unavailable(self) -> UnavailableError | None:
         if self.executable is None:

@@ -17,6 +17,7 @@ BIN=$HOME/.local/bin
 LINK=$BIN/ai-sandbox
 
 say() { printf '%s\n' "$*"; }
+short() { case $1 in "$HOME"/*) printf '~%s' "${1#"$HOME"}" ;; *) printf '%s' "$1" ;; esac; }
 die() { printf 'make install: %s\n' "$*" >&2; exit 1; }
 
 # Root runs apt-get itself; anyone else through sudo, which may ask for a password.
@@ -70,7 +71,12 @@ install_venv() {
         say "recreating $VENV: its Python no longer runs"
         rm -rf "$VENV"
     fi
-    [ -d "$VENV" ] || { mkdir -p "$DATA" && "$PYTHON" -m venv "$VENV"; }
+    if [ -d "$VENV" ]; then
+        say "upgrading ai-sandbox in $(short "$VENV")"
+    else
+        say "installing ai-sandbox into a new venv, $(short "$VENV")"
+        mkdir -p "$DATA" && "$PYTHON" -m venv "$VENV"
+    fi
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "$SRC"
     mkdir -p "$BIN"
     ln -sfn "$VENV/bin/ai-sandbox" "$LINK"
@@ -94,13 +100,13 @@ do_install() {
 
     say ""
     case $how in
-        venv) say "$version installed: $LINK -> $VENV (a venv of $("$VENV/bin/python" -c 'import sys; print(sys._base_executable)'))" ;;
-        *) say "$version installed with $how: $LINK" ;;
+        venv) say "$version installed: $(short "$LINK") -> $(short "$VENV") (a venv of $("$VENV/bin/python" -c 'import sys; print(sys._base_executable)'))" ;;
+        *) say "$version installed with $how: $(short "$LINK")" ;;
     esac
     case ":$PATH:" in
         *":$BIN:"*) ;;
         *)
-            say "$BIN is not on your PATH. Add it for this shell:"
+            say "$(short "$BIN") is not on your PATH. Add it for this shell:"
             say "    export PATH=\"\$HOME/.local/bin:\$PATH\""
             if grep -qs '\.local/bin' "$HOME/.profile"; then
                 say "(your ~/.profile adds it at your next login)"

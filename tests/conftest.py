@@ -7,6 +7,8 @@ and firejail. In CI (CI=true) a missing tool fails the run; elsewhere the test i
 from __future__ import annotations
 
 import atexit
+import functools
+import json
 import os
 import pwd
 import secrets
@@ -95,6 +97,21 @@ def _launcher() -> tuple[str, str]:
 
 AIS, _STAGE_PROBLEM = _launcher()
 PY = str(Path(AIS).with_name("python"))  # the interpreter of that venv, which the test user can run
+
+
+@functools.cache
+def running_install() -> dict[str, str]:
+    """Where the ai-sandbox that AIS runs keeps its code, interpreter and launch check (the staged copy's,
+    not this process's, when staged): what a test of ai-sandbox's own files must aim at."""
+    code = (
+        "import json, os, site, sys, ai_sandbox; from ai_sandbox.profiles import shipped_dir;"
+        "from ai_sandbox.backends.firejail import verifier; py, check = verifier();"
+        "print(json.dumps(dict(package=os.path.dirname(ai_sandbox.__file__), python=py, check=check,"
+        " profiles=shipped_dir(), site=site.getsitepackages()[0], base=os.path.realpath(sys.base_prefix),"
+        " prefix=sys.prefix, base_prefix=sys.base_prefix)))"
+    )
+    return json.loads(subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout)
+
 
 # Who runs the sandboxed command: as root, both root and an unprivileged user; otherwise just ourselves.
 IDENTITIES = ["root", "user"] if IS_ROOT else ["self"]

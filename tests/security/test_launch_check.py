@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -22,7 +24,7 @@ from ai_sandbox.backends import Settings
 from ai_sandbox.backends.firejail import Firejail
 from ai_sandbox.launch import make_dirs, write_files
 from ai_sandbox.policy import IGNORED, Mask, Policy
-from tests.conftest import AIS, Result, Workspace, _chown, plant_env, require, root_only, token
+from tests.conftest import AIS, Result, Workspace, _chown, plant_env, require, root_only, running_install, token
 
 pytestmark = pytest.mark.sandbox
 
@@ -150,7 +152,16 @@ def _plan(ws: Workspace, policy: Policy, script: str, profile_filter=None, cwd: 
     """The exact command a launch would exec for policy, with the profile passed through profile_filter."""
     env = ws.env()
     fj = Firejail(Settings(cwd=str(cwd or ws.repo)), (ws.user.uid, ws.user.gid) if ws.user else None)
-    plan = fj.plan(policy, ["/bin/sh", "-c", script], env)
+    # planned as the ai-sandbox the tests run would plan it: its check, code and environment (a staged
+    # copy's, which the test user can reach, when the suite stages one)
+    run = running_install()
+    with (
+        mock.patch("ai_sandbox.backends.firejail.verifier", lambda: (run["python"], run["check"])),
+        mock.patch("ai_sandbox.profiles.shipped_dir", lambda: run["profiles"]),
+        mock.patch.object(sys, "prefix", run["prefix"]),
+        mock.patch.object(sys, "base_prefix", run["base_prefix"]),
+    ):
+        plan = fj.plan(policy, ["/bin/sh", "-c", script], env)
     if profile_filter is not None:
         plan.files = {p: profile_filter(c) if p.endswith(".profile") else c for p, c in plan.files.items()}
     make_dirs(plan.dirs)

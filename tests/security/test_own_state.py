@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, Workspace, plant_env, token
+from tests.conftest import Result, Workspace, plant_env, running_install, token
 
 pytestmark = pytest.mark.sandbox
 
@@ -103,22 +103,16 @@ def test_a_session_cannot_change_ai_sandboxs_code_or_the_launch_checks_interpret
     site-packages (a `.pth` file runs at the next launch), the interpreter's installation, the shipped
     profiles of a source checkout (whose `allow` the record trusts). Opening for append writes nothing,
     and what is planted is removed, so a failure of this test changes no byte."""
-    import site
-    import sys
-
-    import ai_sandbox
-    from ai_sandbox.profiles import shipped_dir
-
-    pkg = os.path.dirname(ai_sandbox.__file__)
+    run = running_install()
     targets = {
-        "CODE": os.path.join(pkg, "__init__.py"),
-        "PYBIN": os.path.realpath(sys.executable),  # the launch check's interpreter
-        "PROFILE": os.path.join(shipped_dir(), "claude.toml"),
+        "CODE": os.path.join(run["package"], "__init__.py"),
+        "PYBIN": run["python"],  # the launch check's interpreter
+        "PROFILE": os.path.join(run["profiles"], "claude.toml"),
     }
     plants = {
-        "PKGDIR": os.path.join(pkg, "planted-by-session"),
-        "SITE": os.path.join(site.getsitepackages()[0], "zz-planted-by-session.pth"),
-        "BASE": os.path.join(os.path.realpath(sys.base_prefix), "planted-by-session"),
+        "PKGDIR": os.path.join(run["package"], "planted-by-session"),
+        "SITE": os.path.join(run["site"], "zz-planted-by-session.pth"),
+        "BASE": os.path.join(run["base"], "planted-by-session"),
     }
     try:
         script = " ".join(f'true >> "${k}" && echo WROTE-{k};' for k in targets)

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, Workspace, token
+from tests.conftest import PY, Result, Workspace, token
 
 pytestmark = pytest.mark.sandbox
 
@@ -233,7 +232,7 @@ def test_swapping_a_directory_then_moving_it_out_is_refused(ws, firejail):
     ws.write("swap.py", SWAP_PY)
     outside = ws.base / "outside"
     outside.mkdir()
-    res = _show(ws.run("--", sys.executable, "swap.py", str(outside / "stash")))
+    res = _show(ws.run("--", PY, "swap.py", str(outside / "stash")))
     assert "@@swapped" in res.out  # the session did it (the watcher then ended the session)
     assert (outside / "stash" / ".env").read_text() == secret + "\n"
     res = _show(ws.run("--", "sh", "-c", f"echo @@read; cat '{outside}/stash/.env'; true"))

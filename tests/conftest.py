@@ -108,7 +108,9 @@ def running_install() -> dict[str, str]:
         "from ai_sandbox.backends.firejail import verifier; py, check = verifier();"
         "print(json.dumps(dict(package=os.path.dirname(ai_sandbox.__file__), python=py, check=check,"
         " profiles=shipped_dir(), site=site.getsitepackages()[0], base=os.path.realpath(sys.base_prefix),"
-        " prefix=sys.prefix, base_prefix=sys.base_prefix)))"
+        " prefix=sys.prefix, base_prefix=sys.base_prefix, hooks=os.path.dirname(os.path.realpath(os.path.join("
+        " os.path.dirname(os.__file__), 'sitecustomize.py'))) if os.path.islink(os.path.join("
+        " os.path.dirname(os.__file__), 'sitecustomize.py')) else '')))"
     )
     return json.loads(subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout)
 

@@ -114,6 +114,9 @@ def test_a_session_cannot_change_ai_sandboxs_code_or_the_launch_checks_interpret
         "SITE": os.path.join(run["site"], "zz-planted-by-session.pth"),
         "BASE": os.path.join(run["base"], "planted-by-session"),
     }
+    if run["hooks"]:  # Debian's sitecustomize.py links into /etc/python3.X, which root inside could write
+        plants["HOOKDIR"] = os.path.join(run["hooks"], "planted-by-session")
+        targets["HOOK"] = os.path.join(run["hooks"], "sitecustomize.py")
     try:
         script = " ".join(f'true >> "${k}" && echo WROTE-{k};' for k in targets)
         script += " ".join(f'touch "${k}" && echo PLANTED-{k};' for k in plants) + " true"

@@ -299,8 +299,8 @@ def own_files(env: Mapping[str, str], unexpressible, root: str = "", user: tuple
     """Read-only: the config, the state and the cache (a session must not rewrite the next one's rules, its
     record of what was hidden, or the generated profile and launch check), what links in the config lead
     to (a dotfiles checkout), and the code the next launch runs — ai-sandbox's package, its environment
-    (sys.prefix, the user site-packages it may live in), the interpreter's installation, the shipped
-    profiles — unless the project is a checkout of ai-sandbox itself, being worked on. Hidden: the
+    (sys.prefix, the user site-packages it may live in), the interpreter's installation and the directory
+    its sitecustomize links to, the shipped profiles — unless the project is a checkout of ai-sandbox itself, being worked on. Hidden: the
     parsed-config cache (parses of config files, which may be hidden ones). Anchored: every directory
     above those that the agent could rename, since a read-only mount moves along with a renamed parent
     (`mv ~/.local ~/.l2` then a fresh ~/.local/state would have wiped the record). Refused: a link the
@@ -321,7 +321,7 @@ def own_files(env: Mapping[str, str], unexpressible, root: str = "", user: tuple
     dirs = [os.path.realpath(d) for d in given]
     python, script = verifier()
     package = os.path.dirname(script)
-    code = [sys.prefix, sys.base_prefix, package, python, shipped_dir()]
+    code = [sys.prefix, sys.base_prefix, package, python, shipped_dir(), *_startup_hooks_outside()]
     user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
     if user_site and package.startswith(user_site.rstrip("/") + "/"):
         code.append(user_site)  # a `pip install --user`: a .pth beside it would run at the next launch
@@ -339,6 +339,19 @@ def own_files(env: Mapping[str, str], unexpressible, root: str = "", user: tuple
     for a in anchors:
         _expressible(a, unexpressible)
     return OwnFiles(dirs, protect, [os.path.join(dirs[1], "parsed")], anchors, uid == 0)
+
+
+def _startup_hooks_outside() -> list[str]:
+    """Where the interpreter's startup hooks really live when its standard library only links to them:
+    Debian's /usr/lib/python3.X/sitecustomize.py is a link into /etc/python3.X, which root inside could
+    write, and every later launch imports it before any sandbox (found by a red team)."""
+    stdlib = os.path.dirname(os.__file__)
+    out = []
+    for name in ("sitecustomize.py", "usercustomize.py"):
+        hook = os.path.join(stdlib, name)
+        if os.path.islink(hook):
+            out.append(os.path.dirname(os.path.realpath(hook)))
+    return out
 
 
 def _is_our_checkout(root: str, package: str) -> bool:

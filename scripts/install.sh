@@ -54,8 +54,39 @@ check_python() {
         || die "$PYTHON is Python $("$PYTHON" -c 'import platform; print(platform.python_version())'); ai-sandbox needs 3.11 or newer (PYTHON=python3.12 make install)"
 }
 
+MARK=$VENV/.made-by-ai-sandbox-make-install
+
 # A link we made points into our venv; anything else at that path is the user's and stays.
 our_link() { [ -L "$LINK" ] && [ "$(readlink "$LINK")" = "$VENV/bin/ai-sandbox" ]; }
+
+# What may stand at the link's path before an install: nothing, or a link into an ai-sandbox venv (ours,
+# pipx's .../venvs/ai-sandbox, uv's .../tools/ai-sandbox). pipx and uv would replace anything with --force.
+check_link() {
+    [ -e "$LINK" ] || [ -L "$LINK" ] || return 0
+    if [ -L "$LINK" ]; then
+        case $(readlink "$LINK") in */ai-sandbox/bin/ai-sandbox | "$VENV/bin/ai-sandbox") return 0 ;; esac
+    fi
+    die "$LINK exists and was not made by make install (an earlier pip install --user, or your own script?): move it away, then rerun"
+}
+
+# Our venv is a real directory (no link anywhere on the way from $DATA) holding our mark: anything else at
+# that path is not ours to recreate or delete.
+our_venv() { [ -d "$VENV" ] && [ ! -L "$DATA" ] && [ ! -L "$VENV" ] && [ -f "$MARK" ]; }
+
+# A session inside the sandbox can write your home: what it wrote there would be installed by this run.
+# Name what would make the install differ from this checkout's commits.
+warn_unreviewed() {
+    if command -v git >/dev/null 2>&1 && git -C "$SRC" rev-parse --git-dir >/dev/null 2>&1; then
+        changed=$(git -C "$SRC" status --porcelain 2>/dev/null | head -5)
+        flagged=$(git -C "$SRC" ls-files -v 2>/dev/null | grep -E '^([a-z]|S) ' | head -5)
+        [ -z "$changed" ] || say "note: installing local changes of $(short "$SRC") (git status): $(echo $changed)"
+        [ -z "$flagged" ] || say "note: files git is told not to look at (assume-unchanged or skip-worktree): $(echo $flagged)"
+    fi
+    for conf in "${XDG_CONFIG_HOME:-$HOME/.config}/pip/pip.conf" "$HOME/.pip/pip.conf" "$HOME/.pydistutils.cfg" \
+        "${XDG_CONFIG_HOME:-$HOME/.config}/uv/uv.toml"; do
+        [ ! -e "$conf" ] || say "note: $(short "$conf") applies to this install; an agent can write it: check it if in doubt"
+    done
+}
 
 install_venv() {
     if ! "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1; then
@@ -63,12 +94,13 @@ install_venv() {
         "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1 \
             || die "$PYTHON still has no venv module: install python$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')-venv"
     fi
-    if [ -e "$LINK" ] && ! our_link; then
-        die "$LINK exists and was not made by make install (an earlier pip install --user or pipx?): remove it, then rerun"
+    [ ! -L "$DATA" ] && [ ! -L "$VENV" ] || die "$(short "$VENV") lies behind a symbolic link: not ours to use; move it away, then rerun"
+    if [ -d "$VENV" ] && [ ! -f "$MARK" ]; then
+        die "$(short "$VENV") exists and was not made by make install: move it away, then rerun"
     fi
     # A venv whose interpreter is gone (the system Python was upgraded) is made again.
     if [ -d "$VENV" ] && ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
-        say "recreating $VENV: its Python no longer runs"
+        say "recreating $(short "$VENV"): its Python no longer runs"
         rm -rf "$VENV"
     fi
     if [ -d "$VENV" ]; then
@@ -76,6 +108,7 @@ install_venv() {
     else
         say "installing ai-sandbox into a new venv, $(short "$VENV")"
         mkdir -p "$DATA" && "$PYTHON" -m venv "$VENV"
+        : >"$MARK"
     fi
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade "$SRC"
     mkdir -p "$BIN"
@@ -84,7 +117,9 @@ install_venv() {
 
 do_install() {
     check_python
+    check_link
     how=$(method)
+    warn_unreviewed
     case $how in
         pipx) pipx install --force --python "$PYTHON" "$SRC" ;;
         uv) uv tool install --force --reinstall --python "$PYTHON" "$SRC" ;;
@@ -133,8 +168,12 @@ do_uninstall() {
         uv tool uninstall ai-sandbox && removed="$removed uv"
     fi
     if our_link; then rm -f "$LINK"; fi
-    if [ -d "$VENV" ]; then rm -rf "$VENV" && removed="$removed $VENV"; fi
-    rmdir "$DATA" 2>/dev/null || true
+    if our_venv; then
+        rm -rf "$VENV" && removed="$removed $(short "$VENV")"
+        rmdir "$DATA" 2>/dev/null || true
+    elif [ -e "$VENV" ] || [ -L "$VENV" ]; then
+        say "left alone: $(short "$VENV"), which make install did not make (or which lies behind a link)"
+    fi
     if [ -z "$removed" ]; then
         say "ai-sandbox was not installed by make install (nothing in pipx, uv or $VENV)"
     else

@@ -127,3 +127,44 @@ def test_make_install_then_uninstall_with_the_system_python_as_a_normal_user(tmp
     assert not venv.exists() and not link.exists() and not link.is_symlink()
     after = me.login("command -v ai-sandbox; echo rc=$?")
     assert after.stdout.strip() == "rc=1", after.stdout
+
+
+def test_make_install_and_uninstall_leave_what_they_did_not_make(tmp_world):
+    """Found by the red team: uninstall deleted a directory ~/.local/share/ai-sandbox linked to, install
+    deleted a non-venv at the venv's path, and the pipx and uv ways replaced the user's own
+    ~/.local/bin/ai-sandbox. Each refuses now, and the files are as they were."""
+    require("make")
+    me = Newcomer(tmp_world)
+    data = me.home / ".local" / "share" / "ai-sandbox"
+    work = me.home / "work"
+    (work / "venv").mkdir(parents=True)
+    (work / "venv" / "notes.txt").write_text("precious\n")
+    data.parent.mkdir(parents=True)
+    data.symlink_to(work)
+    mine = me.home / ".local" / "bin" / "ai-sandbox"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("#!/bin/sh\necho my own wrapper\n")
+    if me.user:
+        subprocess.run(["chown", "-R", f"{me.user.uid}:{me.user.gid}", str(me.home)], check=True)
+
+    for how in ("pipx", "uv", "venv"):
+        res = me.login(f"cd {me.src} && INSTALL_WITH={how} make install PYTHON={SYSTEM_PYTHON}")
+        assert res.returncode != 0 and "was not made by make install" in res.stderr, res.stdout + res.stderr
+        assert mine.read_text() == "#!/bin/sh\necho my own wrapper\n"
+    mine.unlink()
+    res = me.login(f"cd {me.src} && make install PYTHON={SYSTEM_PYTHON}")
+    assert res.returncode != 0 and "behind a symbolic link" in res.stderr, res.stdout + res.stderr
+    res = me.login(f"cd {me.src} && make uninstall")
+    assert res.returncode == 0 and "left alone" in res.stdout, res.stdout + res.stderr
+    assert (work / "venv" / "notes.txt").read_text() == "precious\n"
+
+    data.unlink()
+    (data / "venv").mkdir(parents=True)  # a directory at the venv's path that make install did not make
+    (data / "venv" / "data.txt").write_text("precious too\n")
+    if me.user:
+        subprocess.run(["chown", "-R", f"{me.user.uid}:{me.user.gid}", str(me.home)], check=True)
+    res = me.login(f"cd {me.src} && make install PYTHON={SYSTEM_PYTHON}")
+    assert res.returncode != 0 and "was not made by make install" in res.stderr, res.stdout + res.stderr
+    res = me.login(f"cd {me.src} && make uninstall")
+    assert res.returncode == 0 and "left alone" in res.stdout, res.stdout + res.stderr
+    assert (data / "venv" / "data.txt").read_text() == "precious too\n"

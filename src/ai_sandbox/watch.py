@@ -56,11 +56,17 @@ def start(policy: Policy, mode: str, moved_log: str = "", on_end: Callable[[int]
                 "free some space (or fix the permissions of ai-sandbox's state directory): a launch must be able "
                 "to note what a session moves",
             ) from None
+    # Blocked across the fork, until the child ignores them: a SIGHUP to the group right after the fork (a
+    # terminal closed as the agent starts) killed the watcher before it could ignore it, and the index
+    # marks stayed until the next launch (seen under load in CI). The parent gets its pending ones after.
+    signal.pthread_sigmask(signal.SIG_BLOCK, _OUTLIVED)
     try:
         pid = os.fork()
     except OSError:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _OUTLIVED)
         return  # no watcher rather than no agent; the gap is documented
     if pid != 0:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _OUTLIVED)
         return
     code = 0
     try:
@@ -75,12 +81,16 @@ def start(policy: Policy, mode: str, moved_log: str = "", on_end: Callable[[int]
             os._exit(code)
 
 
+_OUTLIVED = (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE)
+
+
 def _outlive_signals() -> None:
     """Ctrl-C is for the agent, and a closed terminal (SIGHUP) or `timeout` (SIGTERM to the process group) end
     the sandbox, not the watcher: it must outlive it to settle the log and clear the index marks. SIGKILL
     still ends it; the next launch then does what it could not."""
-    for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE):
+    for sig in _OUTLIVED:
         signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _OUTLIVED)  # blocked by start() across the fork
 
 
 def _ident(path: str) -> tuple[int, int] | None:

@@ -111,7 +111,7 @@ def _wait_marks(ws: Workspace, repo: Path, *theirs: str) -> str:
     """The session's end clears ai-sandbox's marks in the background (the watcher): wait, briefly, until
     only the user's own (theirs) are left; the listing then."""
     listing = ""
-    for _ in range(100):
+    for _ in range(200):  # 10 s: a loaded CI machine (the watcher waits for firejail's exit, then runs git)
         listing = ws.git("ls-files", "-t", cwd=repo)
         if [line for line in listing.splitlines() if line.startswith("S ")] == [f"S {p}" for p in theirs]:
             break

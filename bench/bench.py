@@ -826,7 +826,9 @@ def main() -> int:
         log(f"{f.name}: git breakdown")
         gits[f.name] = git_breakdown(infos[f.name]["path"], 5 if f.name == "monorepo" else 10)
         for variant in args.variant or VARIANTS:
-            env = {**PY_ENV, "XDG_CONFIG_HOME": config_dir(args.cache, variant)}
+            # a state of its own too: the record of a variant that blocks README.md refused the next one
+            state_home = os.path.join(args.cache, f"state-{variant}")
+            env = {**PY_ENV, "XDG_CONFIG_HOME": config_dir(args.cache, variant), "XDG_STATE_HOME": state_home}
             row = Row(f, infos[f.name], variant)
             measure(row, runs, dry_runs, env)
             if row.error or row.bare_error:

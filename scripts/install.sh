@@ -33,7 +33,8 @@ as_root() {
 
 apt_install() {
     command -v apt-get >/dev/null 2>&1 || return 1
-    say "installing $* with: sudo apt-get install -y --no-install-recommends $*"
+    sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo "
+    say "installing $* with: ${sudo}apt-get install -y --no-install-recommends $*"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
@@ -131,6 +132,7 @@ do_install() {
     if [ "$(uname -s)" = Linux ] && ! command -v firejail >/dev/null 2>&1; then
         say "firejail is not installed; ai-sandbox refuses to start an agent without it"
         apt_install firejail || die "install firejail with your package manager (dnf install firejail, pacman -S firejail), then run ai-sandbox doctor"
+        command -v firejail >/dev/null 2>&1 || die "firejail is still not on PATH after apt-get: install it, then run ai-sandbox doctor"
     fi
 
     say ""

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.stage import runs_as, stage
+from tests.stage import runs_as, setpriv_argv, stage
 
 TEST_USER = "aisbx-test"
 # PATH for tests that look agents up: the system's directories only, not /usr/local/bin or ~/.local/bin,
@@ -30,13 +30,17 @@ SYSTEM_BIN = "/usr/sbin:/usr/bin:/sbin:/bin"
 IS_ROOT = os.geteuid() == 0
 
 
+def unavailable(msg: str) -> None:
+    """What a test needs is missing here: a skip, but a failure under CI=true, where nothing may be missing."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
 def require(tool: str) -> str:
     path = shutil.which(tool)
     if path is None:
-        msg = f"{tool} is not installed (make test installs it with apt-get)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
+        unavailable(f"{tool} is not installed (make test installs it with apt-get)")
     return path
 
 
@@ -103,15 +107,18 @@ PY = str(Path(AIS).with_name("python"))  # the interpreter of that venv, which t
 def running_install() -> dict[str, str]:
     """Where the ai-sandbox that AIS runs keeps its code, interpreter and launch check (the staged copy's,
     not this process's, when staged): what a test of ai-sandbox's own files must aim at."""
-    code = (
-        "import json, os, site, sys, ai_sandbox; from ai_sandbox.profiles import shipped_dir;"
-        "from ai_sandbox.backends.firejail import verifier; py, check = verifier();"
-        "print(json.dumps(dict(package=os.path.dirname(ai_sandbox.__file__), python=py, check=check,"
-        " profiles=shipped_dir(), site=site.getsitepackages()[0], base=os.path.realpath(sys.base_prefix),"
-        " prefix=sys.prefix, base_prefix=sys.base_prefix, hooks=os.path.dirname(os.path.realpath(os.path.join("
-        " os.path.dirname(os.__file__), 'sitecustomize.py'))) if os.path.islink(os.path.join("
-        " os.path.dirname(os.__file__), 'sitecustomize.py')) else '')))"
-    )
+    code = """
+import json, os, site, sys, ai_sandbox
+from ai_sandbox.profiles import shipped_dir
+from ai_sandbox.backends.firejail import verifier
+python, check = verifier()
+hook = os.path.join(os.path.dirname(os.__file__), "sitecustomize.py")  # Debian's links into /etc/python3.X
+print(json.dumps(dict(
+    package=os.path.dirname(ai_sandbox.__file__), python=python, check=check, profiles=shipped_dir(),
+    site=site.getsitepackages()[0], prefix=sys.prefix, base_prefix=sys.base_prefix,
+    hooks=os.path.dirname(os.path.realpath(hook)) if os.path.islink(hook) else "",
+)))
+"""
     return json.loads(subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
@@ -197,14 +204,7 @@ class Workspace:
             _chown(self.base, self.user)
         cmd = [AIS, *args]
         if user:
-            cmd = [
-                "setpriv",
-                f"--reuid={user.uid}",
-                f"--regid={user.gid}",
-                "--clear-groups",
-                "--",
-                *cmd,
-            ]
+            cmd = setpriv_argv(user.uid, user.gid, cmd)
         proc = subprocess.run(
             cmd,
             cwd=cwd or self.repo,

@@ -25,7 +25,7 @@ ROOTS = ("ai-sandbox", "pytest")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-def as_user(uid: int, gid: int, argv: list[str]) -> list[str]:
+def setpriv_argv(uid: int, gid: int, argv: list[str]) -> list[str]:
     return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--", *argv]
 
 
@@ -33,7 +33,7 @@ def runs_as(uid: int, gid: int, argv: list[str]) -> bool:
     """argv succeeds as uid:gid. Started by a shell of that user: setpriv's own exec still walks the path
     with root's capabilities (it keeps them until the exec), so it starts a program in /root/.pyenv that
     the user could not reach (measured: a 0700 /root)."""
-    cmd = as_user(uid, gid, ["sh", "-c", 'exec "$@"', "sh", *argv])
+    cmd = setpriv_argv(uid, gid, ["sh", "-c", 'exec "$@"', "sh", *argv])
     proc = subprocess.run(cmd, capture_output=True, cwd="/", check=False, stdin=subprocess.DEVNULL)
     return proc.returncode == 0
 

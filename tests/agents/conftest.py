@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import IS_ROOT, Workspace, _accessible, _new_repo, require
+from tests.conftest import IS_ROOT, Workspace, _accessible, _new_repo, require, unavailable
 
 HERE = Path(__file__).parent
 CACHE_ROOT = Path(f"/tmp/ai-sandbox-tests-{os.geteuid()}")
@@ -56,12 +56,6 @@ def versions() -> dict[str, str]:
     """The pinned version of each agent, by command name."""
     deps = json.loads((HERE / "package.json").read_text())["dependencies"]
     return {agent: deps[pkg] for agent, pkg in PACKAGES.items()}
-
-
-def _unavailable(msg: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(msg)
-    pytest.skip(msg)
 
 
 def _key() -> str:
@@ -95,7 +89,7 @@ def _install(npm: str, root: Path, final: Path) -> None:
         cmd = [npm, "ci", "--no-audit", "--no-fund", "--no-update-notifier"]
         proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=900, stdin=subprocess.DEVNULL)
         if proc.returncode != 0:
-            _unavailable(f"npm ci of the agent CLIs failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+            unavailable(f"npm ci of the agent CLIs failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
         missing = [a for a in AGENTS if not (tmp / "node_modules" / ".bin" / a).exists()]
         if missing:
             pytest.fail(f"npm ci succeeded but installed no {', '.join(missing)} in {tmp}/node_modules/.bin")
@@ -131,7 +125,7 @@ def require_node_for(agents_bin: Path, agent: str) -> None:
     ).stdout.strip()
     have = re.match(r"v(\d+)\.", out)
     if wanted and have and int(have.group(1)) < int(wanted.group(1)):
-        _unavailable(f"{PACKAGES[agent]} needs node {engines['node']}, this machine has {out}")
+        unavailable(f"{PACKAGES[agent]} needs node {engines['node']}, this machine has {out}")
 
 
 @pytest.fixture(scope="session")

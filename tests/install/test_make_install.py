@@ -14,18 +14,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import IS_ROOT, ensure_test_user, require, token
+from tests.conftest import IS_ROOT, _chown, ensure_test_user, require, token, unavailable
+from tests.stage import setpriv_argv
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 SYSTEM_PYTHON = "/usr/bin/python3"
-
-
-def _unavailable(msg: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(msg)
-    pytest.skip(msg)
 
 
 def _externally_managed(python: str) -> bool:
@@ -60,7 +53,7 @@ class Newcomer:
                 shutil.copy(Path("/etc/skel", name), self.home / name)
         _copy_checkout(self.src)
         if self.user:
-            subprocess.run(["chown", "-R", f"{self.user.uid}:{self.user.gid}", str(base)], check=True)
+            _chown(base, self.user)
 
     def login(self, script: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """`script` in a new login shell (bash -l reads /etc/profile and ~/.profile), with nothing of ours in
@@ -69,7 +62,7 @@ class Newcomer:
         env += ["USER=" + (self.user.name if self.user else os.environ.get("USER", "me"))]
         cmd = [*env, "bash", "-lc", script]
         if self.user:
-            cmd = ["setpriv", f"--reuid={self.user.uid}", f"--regid={self.user.gid}", "--clear-groups", "--", *cmd]
+            cmd = setpriv_argv(self.user.uid, self.user.gid, cmd)
         return subprocess.run(cmd, cwd=self.home, capture_output=True, text=True, timeout=timeout, check=False)
 
 
@@ -77,7 +70,7 @@ def test_make_install_then_uninstall_with_the_system_python_as_a_normal_user(tmp
     require("make")
     require("firejail")
     if not _externally_managed(SYSTEM_PYTHON):
-        _unavailable(f"{SYSTEM_PYTHON} is not a distribution's Python with PEP 668 in force (Debian 12, Ubuntu 24.04)")
+        unavailable(f"{SYSTEM_PYTHON} is not a distribution's Python with PEP 668 in force (Debian 12, Ubuntu 24.04)")
     me = Newcomer(tmp_world)
     secret = token("INSTALLSECRET")
     (me.repo / ".gitignore").write_text(".env\n")
@@ -86,7 +79,7 @@ def test_make_install_then_uninstall_with_the_system_python_as_a_normal_user(tmp
     for args in (["init", "-q"], ["add", ".gitignore"], ["commit", "-qm", "init"]):
         subprocess.run([*git, *args], cwd=me.repo, check=True, capture_output=True)
     if me.user:
-        subprocess.run(["chown", "-R", f"{me.user.uid}:{me.user.gid}", str(me.repo)], check=True)
+        _chown(me.repo, me.user)
 
     pre = me.login("command -v pipx uv ai-sandbox; echo PATH=$PATH")
     assert "ai-sandbox" not in pre.stdout.replace("PATH=", ""), pre.stdout
@@ -145,7 +138,7 @@ def test_make_install_and_uninstall_leave_what_they_did_not_make(tmp_world):
     mine.parent.mkdir(parents=True)
     mine.write_text("#!/bin/sh\necho my own wrapper\n")
     if me.user:
-        subprocess.run(["chown", "-R", f"{me.user.uid}:{me.user.gid}", str(me.home)], check=True)
+        _chown(me.home, me.user)
 
     for how in ("pipx", "uv", "venv"):
         res = me.login(f"cd {me.src} && INSTALL_WITH={how} make install PYTHON={SYSTEM_PYTHON}")
@@ -162,7 +155,7 @@ def test_make_install_and_uninstall_leave_what_they_did_not_make(tmp_world):
     (data / "venv").mkdir(parents=True)  # a directory at the venv's path that make install did not make
     (data / "venv" / "data.txt").write_text("precious too\n")
     if me.user:
-        subprocess.run(["chown", "-R", f"{me.user.uid}:{me.user.gid}", str(me.home)], check=True)
+        _chown(me.home, me.user)
     res = me.login(f"cd {me.src} && make install PYTHON={SYSTEM_PYTHON}")
     assert res.returncode != 0 and "was not made by make install" in res.stderr, res.stdout + res.stderr
     res = me.login(f"cd {me.src} && make uninstall")

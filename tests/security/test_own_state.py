@@ -112,7 +112,7 @@ def test_a_session_cannot_change_ai_sandboxs_code_or_the_launch_checks_interpret
     plants = {
         "PKGDIR": os.path.join(run["package"], "planted-by-session"),
         "SITE": os.path.join(run["site"], "zz-planted-by-session.pth"),
-        "BASE": os.path.join(run["base"], "planted-by-session"),
+        "BASE": os.path.join(os.path.realpath(run["base_prefix"]), "planted-by-session"),
     }
     if run["hooks"]:  # Debian's sitecustomize.py links into /etc/python3.X, which root inside could write
         plants["HOOKDIR"] = os.path.join(run["hooks"], "planted-by-session")

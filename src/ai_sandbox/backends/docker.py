@@ -61,7 +61,9 @@ class Docker:
             # Docker Desktop's per-user install (~/.docker/bin): on macOS no sandbox of ours runs with the
             # home writable (a container sees only its mounts), so nothing of ours could have planted it
             self.executable = shutil.which(self.engine)
-        if os.path.basename(self.engine).endswith("podman") and os.geteuid() != 0:
+        # rootless podman: the container's user is ours (--userns=keep-id), and runc limits the mounts
+        self.rootless_podman = os.path.basename(self.engine).endswith("podman") and os.geteuid() != 0
+        if self.rootless_podman:
             source = os.fsencode(os.path.join(_cache_dir(os.environ), "mask-empty-file"))
             self.max_masks = min(self.max_masks, ROOTLESS_MASK_BYTES // (len(source) + 1))
 
@@ -129,7 +131,7 @@ class Docker:
         if sys.stdin.isatty():
             cmd.append("-t")
         cmd += ["--pull=never", "--security-opt", "label=disable"]
-        if self.engine.endswith("podman") and os.geteuid() != 0:
+        if self.rootless_podman:
             cmd.append("--userns=keep-id")
         else:
             cmd += ["--user", f"{os.getuid()}:{os.getgid()}"]

@@ -51,6 +51,9 @@ def podman_env(tmp_path_factory) -> dict[str, str]:
     yield env
     subprocess.run([podman, "rmi", "-f", IMAGE], env={**os.environ, **env}, capture_output=True)
     subprocess.run(["chmod", "-R", "u+w", str(base)], capture_output=True)
+    if os.geteuid() != 0:  # rootless storage holds files of the user namespace's other ids: remove them inside it
+        storage = [str(base / d) for d in ("graph", "run", "tmp")]
+        subprocess.run([podman, "unshare", "rm", "-rf", *storage], env={**os.environ, **env}, capture_output=True)
 
 
 def busybox_rootfs(root: Path, busybox: str) -> Path:

@@ -26,9 +26,9 @@ For each row, `ai-sandbox -- true` (the installed console script .venv/bin/ai-sa
 order alternating per iteration, so machine noise hits both alike; the table shows medians, the overhead
 (median ai-sandbox - median bare) and the ratio. The profile and the hidden-entry count come from
 `ai-sandbox explain --json` (`files`, `hidden`). Then: where the launch time goes (the git calls
-ai-sandbox makes, reproduced: rev-parse and the three ls-files, alone and side by side as project.scan runs
+ai-sandbox makes, reproduced: rev-parse and the three ls-files, alone and side by side as git.scan runs
 them, next to the `git status --ignored` it ran before; and prepare() plus the rest of run() timed
-in-process, piece by piece, by wrapping project.find_repo, project.scan, layers.collect and policy.build),
+in-process, piece by piece, by wrapping git.find_repo, git.scan, layers.collect and policy.build),
 and the import time of the launch path (`python -X importtime`). The output is Markdown, to paste into the README as is; progress
 goes to stderr. Exit status 1 when a launch fails (the error is printed verbatim under the table).
 
@@ -69,7 +69,7 @@ GIT_ENV = {
     "GIT_COMMITTER_EMAIL": "bench@example.invalid",
     "GIT_CONFIG_NOSYSTEM": "1",
 }
-# The calls ai-sandbox makes on every launch (project.py), reproduced for the breakdown: find_repo's
+# The calls ai-sandbox makes on every launch (git.py), reproduced for the breakdown: find_repo's
 # rev-parse, then scan's three ls-files, which it starts side by side (SCAN_CALLS, timed that way too).
 GIT = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "--no-optional-locks"]
 GIT_CALLS = {
@@ -367,8 +367,11 @@ t0 = time.perf_counter()
 import ai_sandbox.main
 from ai_sandbox import launch as L
 T["import"] = time.perf_counter() - t0
-import subprocess
-from ai_sandbox import layers, policy, project
+import importlib, importlib.util, subprocess
+from ai_sandbox import layers, policy
+def module(*names):  # the first that exists: the bench also times older trees (project.py became git.py)
+    return importlib.import_module(next(n for n in names if importlib.util.find_spec(n)))
+git = module("ai_sandbox.git", "ai_sandbox.project")
 
 GITS = []  # [subcommand, start, exit] of every git process
 def subcommand(argv):
@@ -415,8 +418,8 @@ def wrap(key, *targets):
         f = getattr(obj, name, None)
         if callable(f):
             setattr(obj, name, timed(key, f))
-wrap("find_repo", (project, "find_repo"), (L, "find_repo"), (layers, "find_repo"))
-wrap("scan", (project, "scan"), (layers, "scan"))
+wrap("find_repo", (git, "find_repo"), (L, "find_repo"), (layers, "find_repo"))
+wrap("scan", (git, "scan"), (layers, "scan"))
 wrap("collect", (layers, "collect"), (L, "collect"))
 wrap("policy build", (policy, "build"), (L, "build"))
 
@@ -435,9 +438,10 @@ if hasattr(state, "check") and hasattr(state, "record"):
     state.record(state.check(prepared.policy, req.env))
     T["state"] = time.perf_counter() - t
 t = time.perf_counter()
-if hasattr(L, "make_dirs"):
-    L.make_dirs(prepared.plan.dirs)
-L.write_files(prepared.plan.files)
+_fs = module("ai_sandbox.fs", "ai_sandbox.launch")
+if hasattr(_fs, "make_dirs"):
+    _fs.make_dirs(prepared.plan.dirs)
+_fs.write_files(prepared.plan.files)
 T["write profile"] = time.perf_counter() - t
 t = time.perf_counter()
 from ai_sandbox import watch
@@ -524,26 +528,26 @@ def measure(row: Row, runs: int, dry_runs: int, env: dict[str, str]) -> None:
 
 
 def stale_git_calls() -> list[str]:
-    """The reproduced git calls that src/ai_sandbox/project.py no longer spells out (layout ignored)."""
+    """The reproduced git calls that src/ai_sandbox/git.py no longer spells out (layout ignored)."""
     try:
-        with open(os.path.join(REPO, "src", "ai_sandbox", "project.py")) as f:
+        with open(os.path.join(REPO, "src", "ai_sandbox", "git.py")) as f:
             src = re.sub(r"\s", "", f.read())
     except OSError:
-        return ["project.py"]
-    calls = {"git prefix": GIT[1:], **GIT_CALLS}  # project.py names git by its resolved path
+        return ["git.py"]
+    calls = {"git prefix": GIT[1:], **GIT_CALLS}  # git.py names git by its resolved path
     return [name for name, argv in calls.items() if ",".join(f'"{a}"' for a in argv) not in src]
 
 
 def _git_call(args: list[str], path: str) -> float:
-    """One git call as project.py makes it (output read through a pipe), in ms."""
+    """One git call as git.py makes it (output read through a pipe), in ms."""
     t = time.perf_counter()
     subprocess.run([*GIT, *args], cwd=path, capture_output=True, check=True)
     return (time.perf_counter() - t) * 1000
 
 
 def _scan(path: str) -> float:
-    """project.scan's git part: its three ls-files started side by side, their pipes read as they fill."""
-    from ai_sandbox.project import _drain  # noqa: PLC0415 — the very reader the launch uses
+    """git.scan's git part: its three ls-files started side by side, their pipes read as they fill."""
+    from ai_sandbox.git import _drain  # noqa: PLC0415 — the very reader the launch uses
 
     t = time.perf_counter()
     procs = {
@@ -700,7 +704,7 @@ def report(
             p("```")
 
     p("\n### Where the launch time goes\n")
-    p("The git calls ai-sandbox makes (`project.find_repo`, `project.scan`), run by hand in the fixture the way "
+    p("The git calls ai-sandbox makes (`git.find_repo`, `git.scan`), run by hand in the fixture the way "
       "it runs them (median); the last column is the `git status --ignored=traditional` scan ran before, for "
       "comparison:\n")  # fmt: skip
     heads = ["`rev-parse`", "`ls-files` ignored", "`ls-files` untracked", "`ls-files --stage`", f"**{SCAN}**",
@@ -715,9 +719,9 @@ def report(
           f"{' | '.join(cells)} |")  # fmt: skip
     p("\n*ignored entries*: what `ls-files` ignored lists (a directory that holds only ignored files is named, "
       "then its contents too); *scan*: the three `ls-files` started side by side, their pipes read as they fill, "
-      "as `project.scan` does.")  # fmt: skip
+      "as `git.scan` does.")  # fmt: skip
     if stale:
-        p(f"\n**Outdated**: src/ai_sandbox/project.py no longer spells out {', '.join(stale)} as reproduced here.")
+        p(f"\n**Outdated**: src/ai_sandbox/git.py no longer spells out {', '.join(stale)} as reproduced here.")
 
     p("\nInside one launch (`launch.prepare()` of `ai-sandbox -- true` timed in-process, then the rest of `run()` "
       "up to the exec; median; *startup* is `python -c pass`, *imports* `import ai_sandbox.main, "
@@ -752,7 +756,7 @@ def report(
         cfg = {"default": "defaults", "nodeps": "no deps", "tracked": "tracked blocked"}[r.variant]
         p(f"| {r.fixture.title} | {cfg} | {r.inner.get('masks', 0):,.0f} | {' | '.join(ms(c[h]) for h in heads)} |")
     seen = sorted({r.inner["git calls"] for r in measured if r.inner.get("git calls")})
-    p(f"\n*find_repo*: `git rev-parse`; *scan*: `project.scan`, *of it: git* the wall time while its git "
+    p(f"\n*find_repo*: `git rev-parse`; *scan*: `git.scan`, *of it: git* the wall time while its git "
       "processes ran (they run side by side), *parse* the rest (splitting their output, collapsing ignored "
       "directories); *collect, rest*: `layers.collect` without the scans (ignored and git-crypt entries, "
       "patterns); *rest of prepare*: config, profile lookup, backend plan; *state, profile, watcher*: the "
@@ -810,7 +814,7 @@ def main() -> int:
     log(f"fixtures ready in {t_build:.1f} s ({f'{built} built now' if built else 'all cached'})")
 
     if stale := stale_git_calls():
-        log(f"project.py no longer spells out {', '.join(stale)}: the reproduced git calls may be outdated")
+        log(f"git.py no longer spells out {', '.join(stale)}: the reproduced git calls may be outdated")
     if args.build_only:
         for name, info in infos.items():
             print(

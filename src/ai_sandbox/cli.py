@@ -153,7 +153,7 @@ def alias(
     all_: bool = typer.Option(False, "--all", help="Wrap every known agent, installed or not."),
 ) -> None:
     """Print shell functions so `claude` runs `ai-sandbox claude`: eval "$(ai-sandbox alias)" in your rc file."""
-    from ai_sandbox import aliases, config, profiles
+    from ai_sandbox import aliases, paths, profiles
     from ai_sandbox.errors import NotFoundError, UsageError
     from ai_sandbox.launch import resolve_command
 
@@ -162,7 +162,7 @@ def alias(
     if shell not in aliases.SHELLS:
         raise UsageError(f"unknown shell {shell!r}", f"use one of: {', '.join(aliases.SHELLS)}")
     names = []
-    for p in profiles.available(config.config_home(env)):
+    for p in profiles.available(paths.config_home(env)):
         if not all_:
             try:
                 resolve_command(p.executable, env)
@@ -180,13 +180,13 @@ def accept(
     directory: str = typer.Argument(".", metavar="DIR", help="A directory in the project (default: here)."),
 ) -> None:
     """Accept that the rules changed: forget what earlier launches hid here, so the next one may show it."""
-    from ai_sandbox import project, state
+    from ai_sandbox import git, state
     from ai_sandbox.errors import UsageError
 
     real = os.path.realpath(directory)
     if not os.path.isdir(real):
         raise UsageError(f"{directory}: no such directory", "name a directory in the project")
-    repo = project.find_repo(real)
+    repo = git.find_repo(real)
     root = repo.root if repo else real
     n = state.forget(dict(os.environ), root, real)
     what = "forgot what the last launch hid" if n else "nothing was recorded"
@@ -197,13 +197,13 @@ def accept(
 @app.command("profiles")
 def list_profiles() -> None:
     """The known agents: where each profile comes from, and which agents are installed here."""
-    from ai_sandbox import config, profiles, report
+    from ai_sandbox import paths, profiles, report
     from ai_sandbox.errors import NotFoundError
     from ai_sandbox.launch import resolve_command
 
     env = dict(os.environ)
     rows = []
-    for p in profiles.available(config.config_home(env)):
+    for p in profiles.available(paths.config_home(env)):
         try:
             found = resolve_command(p.executable, env)
         except NotFoundError:

@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 import re
 
-from ai_sandbox import legacy, tools
+from ai_sandbox import legacy
 from ai_sandbox.errors import ConfigError
+from ai_sandbox.fs import below, write_atomic
+from ai_sandbox.paths import config_home, state_dir
 from ai_sandbox.patterns import PROJECT, USER, Pattern
 from ai_sandbox.records import Factory, record
 
@@ -49,11 +51,6 @@ class ProjectConfig:
     warnings: list[str] = Factory(list)
 
 
-def config_home(env: dict[str, str] | os._Environ[str] = os.environ) -> str:
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "ai-sandbox")
-
-
 def load_toml(path: str, root: str = "") -> tuple[dict, str]:
     """The file's TOML and its text. `root`: the project a project config belongs to — what it may link
     to, and whether its parse may be remembered (see `_public`)."""
@@ -89,7 +86,7 @@ def read_config(path: str, root: str = "") -> bytes:
         flags |= os.O_NOFOLLOW
         if os.path.islink(path):
             target = os.path.realpath(path)
-            if not target.startswith(root.rstrip("/") + "/"):
+            if not below(target, root):
                 raise ConfigError(
                     f"{path} is a link to {target}, outside the project",
                     "a project config must be a file in the project: replace the link by the file",
@@ -116,23 +113,10 @@ def read_config(path: str, root: str = "") -> bytes:
         os.close(fd)
 
 
-_GIT = (tools.find("git") or "/usr/bin/git", "-c", "core.fsmonitor=false", "--no-optional-locks")
-
-
-def _git(root: str, *args: str) -> tuple[int, bytes]:
-    import subprocess  # noqa: PLC0415
-
-    try:
-        proc = subprocess.run([*_GIT, *args], cwd=root, capture_output=True)
-    except OSError:
-        return -1, b""
-    return proc.returncode, proc.stdout
-
-
 def _ignored(root: str, path: str) -> bool:
-    """Does git ignore path (so a layer may hide it)? Any failure counts as yes: the link is then refused."""
-    rc, _ = _git(root, "check-ignore", "-q", "--", os.path.relpath(path, root))
-    return rc != 1
+    from ai_sandbox import git  # noqa: PLC0415
+
+    return git.ignores(root, os.path.relpath(path, root))
 
 
 def _public(root: str, path: str, raw: bytes) -> bool:
@@ -144,21 +128,19 @@ def _public(root: str, path: str, raw: bytes) -> bool:
 
     if os.path.islink(path):
         return False
-    rc, out = _git(root, "ls-files", "-s", "-z", "--", os.path.relpath(path, root))
-    meta = out.split(b"\t", 1)[0].split()
-    if rc != 0 or len(meta) != 3 or meta[0] not in (b"100644", b"100755"):
+    from ai_sandbox import git  # noqa: PLC0415
+
+    oid = git.indexed_blob(root, os.path.relpath(path, root))
+    if oid is None:
         return False
     blob = b"blob %d\0" % len(raw) + raw
-    oid = (hashlib.sha256 if len(meta[1]) == 64 else hashlib.sha1)(blob).hexdigest()
-    return oid.encode() == meta[1]
+    return (hashlib.sha256 if len(oid) == 64 else hashlib.sha1)(blob).hexdigest().encode() == oid
 
 
 _KEEP = 64  # remembered parses: one per version of each config file, the oldest dropped past this
 
 
 def _parse_dir() -> str:
-    from ai_sandbox.state import state_dir  # noqa: PLC0415
-
     return os.path.join(state_dir(os.environ), "parsed")
 
 
@@ -184,11 +166,7 @@ def _remember(digest: str, data: dict) -> None:
         return  # TOML dates and times do not marshal; such a file is parsed each time
     directory = _parse_dir()
     try:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        tmp = os.path.join(directory, f"{digest}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(blob)
-        os.replace(tmp, os.path.join(directory, digest))
+        write_atomic(os.path.join(directory, digest), blob)
         _prune(directory)
     except OSError:
         pass  # read-only inside a sandbox, or no home: parse next time too
@@ -416,13 +394,13 @@ def load_project(root: str) -> ProjectConfig:
             raise ConfigError(f"cannot read {legacy_path}: {e}", "save it as UTF-8 text") from None
         parsed = legacy.parse(text, legacy_path)
         for entry, line in parsed.block:
-            if os.path.isabs(entry) and not entry.startswith(root.rstrip("/") + "/"):
+            if os.path.isabs(entry) and not below(entry, root):
                 cfg.block_paths.append((os.path.normpath(entry), f"{LEGACY_FILE}:{line}"))
                 continue
             _add_block(cfg, _legacy_rel(entry, root), f"{LEGACY_FILE}:{line}", legacy_path, line, home)
         for entry, line in parsed.allow:
             rel = _legacy_rel(entry, root)
-            if os.path.isabs(entry) and not entry.startswith(root.rstrip("/") + "/"):
+            if os.path.isabs(entry) and not below(entry, root):
                 raise ConfigError(
                     f"{legacy_path}:{line}: allow entry {entry!r} points outside the project",
                     "a project may only allow paths inside itself",
@@ -442,7 +420,7 @@ def _present(path: str) -> bool:
 
 def _legacy_rel(entry: str, root: str) -> str:
     """Legacy files often held absolute paths into the project: anchor them at the root instead."""
-    if entry.startswith(root.rstrip("/") + "/"):
+    if below(entry, root):
         return "/" + entry[len(root.rstrip("/")) + 1 :]
     if entry.startswith("./"):
         return "/" + entry[2:]
@@ -506,7 +484,7 @@ def legacy_for_toml(root: str) -> tuple[list[str], list[str], list[str]]:
     home = os.path.expanduser("~").rstrip("/") + "/"
     block, allow, left = [], [], []
     for entry, _ in parsed.block:
-        if os.path.isabs(entry) and not entry.startswith(root.rstrip("/") + "/"):
+        if os.path.isabs(entry) and not below(entry, root):
             norm = os.path.normpath(entry)
             if norm.startswith(home):
                 block.append("~/" + norm[len(home) :])
@@ -515,7 +493,7 @@ def legacy_for_toml(root: str) -> tuple[list[str], list[str], list[str]]:
         else:
             block.append(_legacy_rel(entry, root))
     for entry, _ in parsed.allow:
-        if os.path.isabs(entry) and not entry.startswith(root.rstrip("/") + "/"):
+        if os.path.isabs(entry) and not below(entry, root):
             left.append(f"allow {entry} (outside the project: never allowed)")
         else:
             allow.append(_legacy_rel(entry, root))

@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ai_sandbox import config, nested, profiles
+from ai_sandbox import config, nested, paths, profiles
 from ai_sandbox.errors import SandboxError
 
 
@@ -67,7 +67,7 @@ def _config_checks(env: Mapping[str, str], checks: list[Check]) -> config.UserCo
     except SandboxError as e:
         checks.append(Check("user config", "fail", e.message, e.hint or "fix the file"))
     try:
-        found = profiles.available(config.config_home(env))
+        found = profiles.available(paths.config_home(env))
         checks.append(Check("profiles", "ok", f"{len(found)} profiles: {', '.join(p.name for p in found)}"))
     except SandboxError as e:
         checks.append(Check("profiles", "fail", e.message, e.hint or "fix the profile file"))
@@ -91,7 +91,7 @@ def _backend_checks(name: str, env: Mapping[str, str], settings) -> list[Check]:
 
 def _selftest(backend, env: Mapping[str, str]) -> Check:  # noqa: ANN001
     """Hide a temp file, read it and its visible sibling from inside: only the sibling may come back."""
-    from ai_sandbox.launch import make_dirs, write_files  # noqa: PLC0415
+    from ai_sandbox.fs import make_dirs, write_files  # noqa: PLC0415
     from ai_sandbox.policy import GLOBAL, Mask, Policy  # noqa: PLC0415
 
     name = f"sandbox hides files ({backend.name})"

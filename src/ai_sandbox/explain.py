@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ai_sandbox.fs import below, inside
 from ai_sandbox.policy import Kept, Mask, Policy
 
 SCHEMA = 1
@@ -32,10 +33,6 @@ def _kept(k: Kept) -> dict[str, Any]:
     return {"path": k.path, "type": "dir" if k.is_dir else "file", "reason": k.reason, "rule": k.rule}
 
 
-def _inside(path: str, parent: str, is_dir: bool = True) -> bool:
-    return path == parent or (is_dir and path.startswith(parent.rstrip("/") + "/"))
-
-
 def verdict(policy: Policy, given: str, cwd: str) -> dict[str, Any]:
     """Hidden or readable, and by which layer and rule, for one path as the agent would open it."""
     absolute = os.path.normpath(os.path.join(cwd, given))
@@ -48,10 +45,10 @@ def verdict(policy: Policy, given: str, cwd: str) -> dict[str, Any]:
             out["reason"] = f"inside hidden {m.path}/: {m.reason}"
         return out
     out.update(hidden=False, layer=None, mask=None, note=None, rule=None)
-    kept = next((k for k in policy.kept if _inside(real, k.path, k.is_dir)), None)
+    kept = next((k for k in policy.kept if real == k.path or (k.is_dir and below(real, k.path))), None)
     if kept is not None:
         out.update(reason=f"{kept.reason}, kept readable", rule=kept.rule)
-    elif not _inside(real, policy.root):
+    elif not inside(real, policy.root):
         out["reason"] = "outside the project: only your global blocks apply, and none matches"
     elif not policy.in_git:
         out["reason"] = "no global block matches (not a git work tree: no ignore rules apply)"

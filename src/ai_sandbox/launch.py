@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import os
 import signal
-import stat
 import sys
 from collections.abc import Mapping
 
-from ai_sandbox import config, layers, nested, profiles, project, skipworktree, state
+from ai_sandbox import config, fs, git, layers, nested, paths, profiles, skipworktree, state
 from ai_sandbox.backends import LaunchPlan, Settings, select
 from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
 from ai_sandbox.layers.outputs import OutputListings
@@ -108,7 +107,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
     env = req.env
     cwd = os.path.realpath(req.cwd or os.getcwd())
     user_cfg = config.load_user(env)
-    profile = None if req.is_command else profiles.find(req.argv[0], config.config_home(env))
+    profile = None if req.is_command else profiles.find(req.argv[0], paths.config_home(env))
     if profile is None:
         profile = profiles.generic(req.argv[0])
     settings = Settings(
@@ -131,7 +130,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
             executable = profile.executable
     command = [executable, *req.argv[1:]]
 
-    repo = project.find_repo(cwd)
+    repo = git.find_repo(cwd)
     notices: list[Notice] = []
     if repo is None:
         root = cwd
@@ -143,8 +142,10 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
         root = repo.root
         project_cfg = config.load_project(root)
         config.check_project_allow(project_cfg, user_cfg, root)
-    collected = layers.collect(root, repo, user_cfg, project_cfg, detail=detail, memo=_memo_path(env, root))
-    outputs = OutputListings(_memo_path(env, root, "outputs"), profiles.secret_name)
+    collected = layers.collect(
+        root, repo, user_cfg, project_cfg, detail=detail, memo=paths.project_cache(env, root, "listings")
+    )
+    outputs = OutputListings(paths.project_cache(env, root, "outputs"), profiles.secret_name)
     policy = build(
         root,
         collected.entries,
@@ -177,67 +178,6 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
     )  # fmt: skip
 
 
-def _memo_path(env: Mapping[str, str], root: str, kind: str = "listings") -> str:
-    """Where directory listings of this project are remembered: ai-sandbox's cache directory, which is
-    read-only inside the sandbox (a session must not be able to hide a FIFO, or a secret it wrote into a
-    build output, from the next launch)."""
-    from ai_sandbox.backends.firejail import cache_dir  # noqa: PLC0415
-
-    return os.path.join(cache_dir(env), kind, state.project_key(root))
-
-
-def make_dirs(dirs: Mapping[str, int]) -> None:
-    """Create what the backend needs to exist; an existing directory is left as the user has it, but a
-    link or anything else standing at the path (planted by a session) is removed first, never followed."""
-    for path, mode in dirs.items():
-        if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
-            _clear(path)
-        if not os.path.isdir(path):
-            os.makedirs(path, mode=mode, exist_ok=True)
-            os.chmod(path, mode)
-
-
-def write_files(files: Mapping[str, bytes]) -> None:
-    """Generated files are content-addressed: reuse one that holds exactly these bytes, else (re)write it.
-
-    What stands at the path is never trusted: it is opened without following a link or blocking on a
-    FIFO, and anything but a regular file (a directory, FIFO or link a session planted) is removed first."""
-    for path, content in files.items():
-        if _holds(path, content):
-            continue
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        _clear(path)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        _clear(tmp)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(content)
-        os.replace(tmp, path)
-
-
-def _holds(path: str, content: bytes) -> bool:
-    from ai_sandbox.verify import read_regular  # noqa: PLC0415 — standard library only: costs nothing
-
-    try:
-        return read_regular(path) == content
-    except OSError:
-        return False
-
-
-def _clear(path: str) -> None:
-    """Remove whatever is at path that is not ours to reuse; a directory with all it holds."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(st.st_mode):
-        import shutil  # noqa: PLC0415 — only when something was planted
-
-        shutil.rmtree(path)
-    else:
-        os.unlink(path)
-
-
 def run(req: Request) -> int:
     with _SlowNotice():
         prepared = prepare(req, detail=req.dry_run)
@@ -260,8 +200,8 @@ def run(req: Request) -> int:
     if err is not None:
         raise err
     _print_loud(prepared.policy)
-    make_dirs(prepared.plan.dirs)
-    write_files(prepared.plan.files)
+    fs.make_dirs(prepared.plan.dirs)
+    fs.write_files(prepared.plan.files)
     state.record(seen)
     root = prepared.policy.root
     needs = bool(prepared.marks.needs)
@@ -281,7 +221,7 @@ def _run_nested(prepared: Prepared, req: Request, table: list[tuple[str, str]]) 
     """Already sandboxed (an agent ran `claude` through the alias): run directly if every mask is in force."""
     missing = nested.unenforced(prepared.policy, table)
     if missing:
-        shown = ", ".join(m.path for m in missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        shown = fs.some(m.path for m in missing)
         raise UnavailableError(
             f"already inside a sandbox that leaves {shown} readable; a sandbox cannot be stacked here",
             "run ai-sandbox from a shell outside the sandbox",

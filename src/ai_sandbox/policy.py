@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Iterable
 
 from ai_sandbox.errors import PolicyError
+from ai_sandbox.fs import below, inside
 from ai_sandbox.patterns import CODE, OUTPUT, PROJECT, PatternSet
 from ai_sandbox.records import Factory, record, value
 
@@ -134,10 +135,6 @@ class Policy:
         self.warnings.append(Notice(kind, message, path))
 
 
-def _inside(path: str, parent: str) -> bool:
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
-
-
 _SYSTEM_TOP = frozenset(d for d in SYSTEM_DIRS if d.count("/") == 1)
 _SYSTEM_DEEP = tuple(d for d in SYSTEM_DIRS if d.count("/") > 1)
 _SHARED = frozenset(SHARED_DIRS)
@@ -146,8 +143,8 @@ _SHARED = frozenset(SHARED_DIRS)
 def _os_content(path: str) -> bool:
     """Inside SYSTEM_DIRS (or `/` itself), /dev/shm excepted: it is where programs share data."""
     if path == "/" or "/" + path.split("/", 2)[1] in _SYSTEM_TOP:
-        return not _inside(path, "/dev/shm")
-    return any(_inside(path, d) for d in _SYSTEM_DEEP)
+        return not inside(path, "/dev/shm")
+    return any(inside(path, d) for d in _SYSTEM_DEEP)
 
 
 def is_system(path: str) -> bool:
@@ -161,7 +158,7 @@ def check_reachable(cwd: str, backend: str) -> None:
     inside the sandbox the project is not there, and firejail starts the agent in $HOME instead — silently.
     The docker backend mounts the project at its own path, which works from /var/tmp and /dev/shm too."""
     for d in _PRIVATE.get(backend, ()):
-        if _inside(cwd, d):
+        if inside(cwd, d):
             raise PolicyError(
                 f"{cwd} is under {d}, which the {backend} sandbox replaces with an empty directory of its own: "
                 "the agent would not see the project",
@@ -175,7 +172,7 @@ _PRIVATE = {"firejail": FIREJAIL_PRIVATE}
 def _owned(path: str, root: str) -> bool:
     """Strictly inside the project: masking it cannot break the system, even when the project itself
     lives under a system directory (/var/www/app, /usr/local/src/tool)."""
-    return root != "/" and path.startswith(root.rstrip("/") + "/")
+    return root != "/" and below(path, root)
 
 
 def build(
@@ -204,7 +201,7 @@ def build(
     candidates: list[Mask] = []
     walked: set[str] = set()  # candidates git saw as real directories or files in real directories
     cut = len(root.rstrip("/")) + 1
-    match, below = allow.match, allow.may_match_below
+    match, may_match_below = allow.match, allow.may_match_below
     for e in entries:
         if e.layer != IGNORED:
             candidates.append(Mask(e.path, e.is_dir, e.layer, e.reason))
@@ -212,7 +209,7 @@ def build(
         if e.walked:
             walked.add(e.path)
         rel = e.path[cut:]
-        if match(rel, e.is_dir) is None and not (e.is_dir and below(rel)):
+        if match(rel, e.is_dir) is None and not (e.is_dir and may_match_below(rel)):
             candidates.append(Mask(e.path, e.is_dir, e.layer, e.reason))  # the usual case, without a call
         else:
             _allow_or_split(e, root, allow, policy, candidates, listdir)
@@ -409,7 +406,7 @@ def _resolve(m: Mask, root: str, protected: list[str], policy: Policy, realpath:
     target = realpath(m.path)
     mask = m
     if target != m.path:
-        if m.layer == IGNORED and _inside(target, root):
+        if m.layer == IGNORED and inside(target, root):
             # The link is ignored, the content it points at is a project file visible under its own name;
             # masking it would hide source the user chose to share. Another entry may still hide it.
             policy.warn(
@@ -419,7 +416,7 @@ def _resolve(m: Mask, root: str, protected: list[str], policy: Policy, realpath:
             )
             return None
         mask = Mask(target, os.path.isdir(target), m.layer, m.reason, origin=m.path, note="symlink target")
-    if _inside(root, target):
+    if inside(root, target):
         if m.layer == GLOBAL:
             raise PolicyError(
                 f"your global block {m.path} contains this project ({root})",
@@ -437,7 +434,7 @@ def _resolve(m: Mask, root: str, protected: list[str], policy: Policy, realpath:
             said = f" resolves to {target}" if target != m.path else ""
             policy.warn(NEVER_MASKED, f"{m.path}{said} ({why}): never masked, readable inside", m.path)
             return None
-    if target != m.path and _inside(m.path, root) and not _inside(target, root):
+    if target != m.path and inside(m.path, root) and not inside(target, root):
         policy.warn(SYMLINK, f"{m.path} is a symlink to {target}, outside the project: that target is hidden", m.path)
     return mask
 
@@ -456,10 +453,10 @@ def _never_masked(target: str, protected: list[str], root: str) -> tuple[str, st
         return _SHARED_DIR, "every program shares it; only what is inside it can be hidden"
     if not _os_content(target):
         return None
-    config = next((d for d in CONFIG_DIRS if _inside(target, d)), None)
+    config = next((d for d in CONFIG_DIRS if inside(target, d)), None)
     if config is not None:  # /usr/local/etc is configuration too, although under /usr
         return _CONFIG, f"under {config}, which can hold the machine's secrets but is never masked"
-    top = next((d for d in _SYSTEM_DEEP if _inside(target, d)), "/" + target.split("/", 2)[1])
+    top = next((d for d in _SYSTEM_DEEP if inside(target, d)), "/" + target.split("/", 2)[1])
     return _PUBLIC, f"under {top}: system content every program reads"
 
 

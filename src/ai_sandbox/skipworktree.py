@@ -22,11 +22,13 @@ import os
 import time
 from collections.abc import Iterable, Mapping
 
-from ai_sandbox import project
+from ai_sandbox import git
 from ai_sandbox.errors import PolicyError
+from ai_sandbox.fs import below, write_atomic
+from ai_sandbox.paths import project_key, state_dir
 from ai_sandbox.policy import IGNORED, Policy
 from ai_sandbox.records import Factory, record
-from ai_sandbox.state import locked, project_key, state_dir, write_file
+from ai_sandbox.state import locked
 
 _LOCK_WAIT = 2.0  # seconds a launch waits for another git's index.lock before refusing
 _FEW = 16  # file masks looked up in the raw index without decoding it
@@ -62,7 +64,7 @@ def hidden_tracked(policy: Policy, trees: Iterable) -> Marks:
         for m in masks:
             if m.path.startswith(base):
                 (dirs if m.is_dir else files).append(m.path[len(base) :])
-            elif m.is_dir and base.startswith(m.path.rstrip("/") + "/"):
+            elif m.is_dir and below(base, m.path):
                 dirs.append("")  # a mask above this work tree hides all of it
         if not files and not dirs:
             continue
@@ -76,7 +78,7 @@ def hidden_tracked(policy: Policy, trees: Iterable) -> Marks:
     return marks
 
 
-def _tracked_among(scan: project.Scan, files: list[str], dirs: list[str]) -> list[str]:
+def _tracked_among(scan: git.Scan, files: list[str], dirs: list[str]) -> list[str]:
     if not dirs and len(files) <= _FEW:
         return [f for f in files if scan.is_tracked(f)]
     wanted = set(files)
@@ -162,13 +164,13 @@ def _needed(live: dict[str, dict]) -> dict[str, set[str]]:
 
 
 def _flagged_now(tree: str, paths: set[str]) -> set[str]:
-    repo = project.Repo(root=tree, common_dir="")
-    scan = project.Scan(repo, index=_index_listing(tree))
+    repo = git.Repo(root=tree, common_dir="")
+    scan = git.Scan(repo, index=_index_listing(tree))
     return {p for p in paths if p in scan.skip_worktree}
 
 
 def _index_listing(tree: str) -> bytes:
-    return project.git_output(["ls-files", "-z", "--stage", "-t"], tree)
+    return git.git_output(["ls-files", "-z", "--stage", "-t"], tree)
 
 
 def _update_index(tree: str, flag: str, paths: list[str], wait: float) -> None:
@@ -177,7 +179,7 @@ def _update_index(tree: str, flag: str, paths: list[str], wait: float) -> None:
     deadline = time.monotonic() + wait
     delay = 0.02
     while True:
-        proc = project.git_run(["update-index", "-z", flag, "--stdin"], tree, data)
+        proc = git.git_run(["update-index", "-z", flag, "--stdin"], tree, data)
         if proc.returncode == 0:
             return
         text = os.fsdecode(proc.stderr)
@@ -251,4 +253,4 @@ def _save(path: str, owned: dict[str, set[str]], live: dict[str, dict]) -> None:
             os.unlink(path)
         return
     doc = {"owned": {t: sorted(p) for t, p in owned.items()}, "sessions": live}
-    write_file(path, json.dumps(doc).encode())
+    write_atomic(path, json.dumps(doc).encode())

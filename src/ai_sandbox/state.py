@@ -33,28 +33,19 @@ decided by the pattern's origin, never by its text.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from collections.abc import Iterator, Mapping
 
 from ai_sandbox import records
 from ai_sandbox.errors import PolicyError
+from ai_sandbox.fs import inside, some, write_atomic
+from ai_sandbox.paths import project_key, state_dir
 from ai_sandbox.patterns import CODE, DEPENDENCY, OUTPUT
 from ai_sandbox.policy import CAP_NOTE, COLLAPSE_NOTE, Policy
 
 MAGIC = b"ai-sandbox hidden 2\0"  # then (path, "DEV:INO" of its directory or "-") pairs, NUL-terminated
 _MERGED = (CAP_NOTE, COLLAPSE_NOTE)
 _NONE = b"-"
-
-
-def state_dir(env: Mapping[str, str]) -> str:
-    base = env.get("XDG_STATE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".local", "state")
-    return os.path.join(base, "ai-sandbox")
-
-
-def project_key(root: str) -> str:
-    """A project's file name in ai-sandbox's state and cache directories."""
-    return hashlib.sha256(os.fsencode(root)).hexdigest()[:24]
 
 
 def record_path(env: Mapping[str, str], root: str) -> str:
@@ -234,10 +225,6 @@ def _dump_index(roots: dict[str, bytes], cwds: dict[str, str]) -> bytes:
     return b"".join(out)
 
 
-def _inside(path: str, parent: str) -> bool:
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
-
-
 def _last_root(cwds: dict[str, str], cwd: str) -> str | None:
     """The root the last launch from cwd, or from the nearest directory above it, used."""
     p = cwd
@@ -257,7 +244,7 @@ def _related(
     out = []
     if first:
         for r, rid in roots.items():
-            if r != root and (_inside(r, root) or _inside(root, r) or (rid == root_id and rid != _NONE)):
+            if r != root and (inside(r, root) or inside(root, r) or (rid == root_id and rid != _NONE)):
                 out.append(r)
     last = _last_root(cwds, cwd)
     if last is not None and last != root and last not in out:
@@ -293,7 +280,7 @@ def _judge(
             why = "a directory above it was moved away during a session, out of the project"
             for owner, _ in sources:
                 seen = _moved_in_sessions(record_path(env, owner))
-                lost += [(p, why) for p in nowhere if _inside(p, owner) and (seen is None or _logged(p, seen))]
+                lost += [(p, why) for p in nowhere if inside(p, owner) and (seen is None or _logged(p, seen))]
     return lost
 
 
@@ -381,7 +368,7 @@ def check(policy: Policy, env: Mapping[str, str], cwd: str = "") -> Record:
     the launch runs (default: here)."""
     rec, lost = _examine(policy, env, cwd)
     if lost:
-        shown = ", ".join(p for p, _ in lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+        shown = some(p for p, _ in lost)
         why = "; ".join(dict.fromkeys(w for _, w in lost))
         raise PolicyError(
             f"{shown} was hidden at the last launch and would be readable now: {why}, possibly from inside the sandbox",
@@ -393,15 +380,6 @@ def check(policy: Policy, env: Mapping[str, str], cwd: str = "") -> Record:
 def findings(policy: Policy, env: Mapping[str, str], cwd: str = "") -> list[str]:
     """What `check` would refuse for, without refusing: for explain."""
     return [p for p, _ in _examine(policy, env, cwd)[1]]
-
-
-def write_file(path: str, content: bytes) -> None:
-    """Write through a temporary file and a rename: a reader sees the old bytes or the new, never half."""
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(content)
-    os.replace(tmp, path)
 
 
 def _drop(path: str) -> None:
@@ -428,14 +406,14 @@ def _update_index(index: str, change) -> None:  # noqa: ANN001 — (roots, cwds)
         change(roots, cwds)
         after = _dump_index(roots, cwds)
         if after != before:
-            write_file(index, after)
+            write_atomic(index, after)
 
 
 def record(rec: Record) -> None:
     """Remember this launch's masks (rewritten only when they changed), its root and where it ran from.
     What the watcher noted as moved away is settled once a launch passed the check."""
     if not rec.unchanged:
-        write_file(rec.path, rec.content)
+        write_atomic(rec.path, rec.content)
     for log in rec.settled:  # only those the check saw: a session ending since then is judged next time
         _drop(log)
     if rec.index:
@@ -458,14 +436,14 @@ def forget(env: Mapping[str, str], root: str, cwd: str = "") -> int:
     roots, cwds = _load_index(index)
     before = _read(path)
     n = (before is not None) + len(_related(roots, cwds, root, _dir_id(root, ids), cwd, before is None))
-    write_file(path, MAGIC)
+    write_atomic(path, MAGIC)
     for log in _settled_logs(path):
         _drop(log)
 
     def change(roots: dict[str, bytes], cwds: dict[str, str]) -> None:
         roots[root] = ids[root]
         for c, r in list(cwds.items()):
-            if _inside(c, root) and not _inside(r, root):
+            if inside(c, root) and not inside(r, root):
                 del cwds[c]  # launch directories in this root that an enclosing root used
         cwds[root] = root
         if _last_root(cwds, cwd) != root:

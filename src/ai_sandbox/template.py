@@ -13,6 +13,7 @@ import tomli_w
 
 from ai_sandbox import config, profiles
 from ai_sandbox.errors import CantCreateError, ConfigError, UsageError
+from ai_sandbox.fs import write_atomic
 from ai_sandbox.patterns import DEPENDENCY, OUTPUT
 
 _LISTED = 20  # ignored directories named in the header before "and N more"
@@ -38,13 +39,13 @@ def looks_secret(rel: str) -> bool:
 
 def draft(directory: str, env: dict[str, str], force: bool) -> tuple[Draft, str]:
     """The draft for the repository holding directory, and the file it goes to."""
-    from ai_sandbox import project  # noqa: PLC0415
+    from ai_sandbox import git  # noqa: PLC0415
     from ai_sandbox.launch import Request, prepare  # noqa: PLC0415
 
     real = os.path.realpath(directory)
     if not os.path.isdir(real):
         raise UsageError(f"{directory}: no such directory", "name the project directory, or run init inside it")
-    repo = project.find_repo(real)
+    repo = git.find_repo(real)
     if repo is None:
         raise UsageError(
             f"{real} is not inside a git work tree",
@@ -181,13 +182,9 @@ def render(d: Draft) -> str:
 
 def write(target: str, text: str, force: bool) -> None:
     """Create the file, or with force replace it atomically; never follow a symlink planted at the name."""
-    tmp = f"{target}.{os.getpid()}.tmp"
     try:
         if force:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, target)
+            write_atomic(target, text.encode("utf-8"), 0o644)
         else:
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -195,6 +192,4 @@ def write(target: str, text: str, force: bool) -> None:
     except FileExistsError:
         raise CantCreateError(f"{target} already exists", "run `ai-sandbox init --force` to rewrite it") from None
     except OSError as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
         raise CantCreateError(f"cannot write {target}: {e.strerror}", "check the directory's permissions") from None

@@ -27,8 +27,8 @@ import sys
 from collections.abc import Callable
 
 from ai_sandbox.errors import UnavailableError
+from ai_sandbox.fs import write_atomic
 from ai_sandbox.policy import Policy
-from ai_sandbox.state import write_file
 
 RECHECK = 2.0  # seconds between full re-checks
 MAX_WATCHES = 2048  # directories watched with inotify; masks beyond that rely on the full re-check
@@ -49,7 +49,7 @@ def start(policy: Policy, mode: str, moved_log: str = "", on_end: Callable[[int]
     if moved_log and paths:
         moved_log = f"{moved_log}.{target}"
         try:
-            write_file(moved_log, b"*\0")  # until the watcher says otherwise: anything may have moved
+            write_atomic(moved_log, b"*\0")  # until the watcher says otherwise: anything may have moved
         except OSError as e:
             raise UnavailableError(
                 f"cannot write {moved_log}: {e.strerror}",
@@ -142,7 +142,7 @@ def _settle_log(moved_log: str, changed: list[str]) -> None:
         return
     with contextlib.suppress(OSError):
         if changed:
-            write_file(moved_log, b"".join(os.fsencode(p) + b"\0" for p in changed))
+            write_atomic(moved_log, b"".join(os.fsencode(p) + b"\0" for p in changed))
         else:
             os.unlink(moved_log)
 

@@ -22,7 +22,7 @@ import pytest
 
 from ai_sandbox.backends import Settings
 from ai_sandbox.backends.firejail import Firejail
-from ai_sandbox.launch import make_dirs, write_files
+from ai_sandbox.fs import make_dirs, write_files
 from ai_sandbox.policy import IGNORED, Mask, Policy
 from tests.conftest import AIS, Result, Workspace, _chown, plant_env, require, root_only, running_install, token
 

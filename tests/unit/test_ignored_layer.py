@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
+from ai_sandbox.git import Repo, Scan
 from ai_sandbox.layers import ignored
-from ai_sandbox.project import Repo, Scan
 
 
 def scan_of(root: str, listed: list[tuple[str, bool]]) -> Scan:

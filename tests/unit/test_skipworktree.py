@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 from ai_sandbox import skipworktree
+from ai_sandbox.git import Repo, Scan
 from ai_sandbox.policy import CRYPT, EXPLICIT, IGNORED, Mask, Policy
-from ai_sandbox.project import Repo, Scan
 
 ROOT = "/p"
 

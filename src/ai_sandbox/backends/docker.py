@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from ai_sandbox import tools
 from ai_sandbox.backends import LaunchPlan, Settings
 from ai_sandbox.errors import UnavailableError
+from ai_sandbox.fs import inside
+from ai_sandbox.paths import cache_dir
 from ai_sandbox.policy import Policy
 
 # Variables that cannot mean anything inside a Linux container; every other one is passed by name.
@@ -43,10 +45,6 @@ def mount_arg(**fields: str | bool) -> str:
     return buf.getvalue()
 
 
-def _inside(path: str, parent: str) -> bool:
-    return path == parent or path.startswith(parent.rstrip("/") + "/")
-
-
 class Docker:
     name = "docker"
     host_commands = False
@@ -64,7 +62,7 @@ class Docker:
         # rootless podman: the container's user is ours (--userns=keep-id), and runc limits the mounts
         self.rootless_podman = os.path.basename(self.engine).endswith("podman") and os.geteuid() != 0
         if self.rootless_podman:
-            source = os.fsencode(os.path.join(_cache_dir(os.environ), "mask-empty-file"))
+            source = os.fsencode(os.path.join(cache_dir(os.environ), "mask-empty-file"))
             self.max_masks = min(self.max_masks, ROOTLESS_MASK_BYTES // (len(source) + 1))
 
     def unavailable(self) -> UnavailableError | None:
@@ -76,7 +74,7 @@ class Docker:
         proc = self._engine(["image", "inspect", "--format", "{{.Id}}", self.image])
         if proc is None:
             return UnavailableError(f"{self.engine} does not answer", f"start it, then check `{self.engine} info`")
-        empty = os.path.join(_cache_dir(os.environ), "mask-empty-dir")
+        empty = os.path.join(cache_dir(os.environ), "mask-empty-dir")
         if os.path.isdir(empty) and not os.path.islink(empty) and os.listdir(empty):  # a link is replaced
             return UnavailableError(f"{empty} must be empty: every hidden directory shows it", "delete what is in it")
         if proc.returncode != 0:
@@ -118,14 +116,14 @@ class Docker:
                 continue
             else:
                 path = os.path.realpath(path)
-            if not any(_inside(path, r) for r in out):
+            if not any(inside(path, r) for r in out):
                 out.append(path)
         return out, create
 
     def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str]) -> LaunchPlan:
         roots, create = self.roots(policy, env)
-        cwd = self.settings.cwd if any(_inside(self.settings.cwd, r) for r in roots) else policy.root
-        base = _cache_dir(env)
+        cwd = self.settings.cwd if any(inside(self.settings.cwd, r) for r in roots) else policy.root
+        base = cache_dir(env)
         empty_file, empty_dir = os.path.join(base, "mask-empty-file"), os.path.join(base, "mask-empty-dir")
         cmd = [self.executable or self.engine, "run", "--rm", "-i"]
         if sys.stdin.isatty():
@@ -141,7 +139,7 @@ class Docker:
         for r in roots:
             cmd += ["--mount", mount_arg(type="bind", source=r, target=r)]
         for m in policy.masks:
-            if any(_inside(m.path, r) for r in roots):
+            if any(inside(m.path, r) for r in roots):
                 source = empty_dir if m.is_dir else empty_file
                 cmd += ["--mount", mount_arg(type="bind", source=source, target=m.path, readonly=True)]
         cmd += _ssh_agent(env)
@@ -161,12 +159,6 @@ def _expand(p: str, env: Mapping[str, str]) -> str:
     if p == "~" or p.startswith("~/"):
         return env.get("HOME", os.path.expanduser("~")) + p[1:]
     return p
-
-
-def _cache_dir(env: Mapping[str, str]) -> str:
-    from ai_sandbox.backends.firejail import cache_dir  # noqa: PLC0415
-
-    return cache_dir(env)
 
 
 def _ssh_agent(env: Mapping[str, str]) -> list[str]:

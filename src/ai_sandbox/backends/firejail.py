@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from ai_sandbox import tools
 from ai_sandbox.backends import LaunchPlan, Settings
 from ai_sandbox.errors import PolicyError, UnavailableError
+from ai_sandbox.fs import below
+from ai_sandbox.paths import cache_dir, config_home, state_dir
 from ai_sandbox.policy import Policy
 from ai_sandbox.records import Factory, record
 
@@ -76,7 +78,7 @@ class Firejail:
         import tempfile  # noqa: PLC0415
 
         from ai_sandbox import verify  # noqa: PLC0415
-        from ai_sandbox.launch import make_dirs, write_files  # noqa: PLC0415
+        from ai_sandbox.fs import make_dirs, write_files  # noqa: PLC0415
         from ai_sandbox.policy import GLOBAL, Mask  # noqa: PLC0415
 
         err = self.unavailable()
@@ -171,7 +173,7 @@ class Firejail:
         for m in policy.masks:
             if not m.is_dir or len(out) >= MAX_SCRATCH or m.path in holds_tracked:
                 continue
-            if home and not m.path.startswith(home.rstrip("/") + "/"):
+            if home and not below(m.path, home):
                 continue
             try:
                 st = os.lstat(m.path)
@@ -309,9 +311,7 @@ def own_files(env: Mapping[str, str], unexpressible, root: str = "", user: tuple
     import site  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
-    from ai_sandbox.config import config_home  # noqa: PLC0415
     from ai_sandbox.profiles import shipped_dir  # noqa: PLC0415
-    from ai_sandbox.state import state_dir  # noqa: PLC0415
 
     uid, gid = user or (os.geteuid(), os.getegid())
     groups = {gid, *os.getgroups()} if user is None else {gid}
@@ -323,14 +323,14 @@ def own_files(env: Mapping[str, str], unexpressible, root: str = "", user: tuple
     package = os.path.dirname(script)
     code = [sys.prefix, sys.base_prefix, package, python, shipped_dir(), *_startup_hooks_outside()]
     user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
-    if user_site and package.startswith(user_site.rstrip("/") + "/"):
+    if user_site and below(package, user_site):
         code.append(user_site)  # a `pip install --user`: a .pth beside it would run at the next launch
     code = [os.path.realpath(p) for p in code if os.path.exists(p)]
     if root and _is_our_checkout(root, package):
-        code = [p for p in code if not p.startswith(root.rstrip("/") + "/")]
+        code = [p for p in code if not below(p, root)]
     protect: list[str] = []
     for d in sorted(set(dirs + code + _link_targets(dirs[0])), key=lambda p: (len(p), p)):  # enclosing first
-        if any(d.startswith(p.rstrip("/") + "/") for p in protect):
+        if any(below(d, p) for p in protect):
             continue
         _expressible(d, unexpressible)
         protect.append(d)
@@ -424,8 +424,3 @@ def _renamable(p: str, uid: int, groups: set[int]) -> bool:
     writable = (parent.st_uid == uid and mode & 0o200) or (parent.st_gid in groups and mode & 0o020) or mode & 0o002
     sticky_shield = mode & 0o1000 and uid not in (st.st_uid, parent.st_uid)
     return bool(writable and not sticky_shield)
-
-
-def cache_dir(env: Mapping[str, str]) -> str:
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "ai-sandbox")

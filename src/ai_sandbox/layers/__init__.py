@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ai_sandbox import project
+from ai_sandbox import git
 from ai_sandbox.config import ProjectConfig, UserConfig
 from ai_sandbox.layers import explicit, gitcrypt, ignored, unlisted
 from ai_sandbox.patterns import PatternSet
@@ -20,7 +20,7 @@ class Tree:
     """One work tree in the project: the root repository or a nested one, with its path from the root."""
 
     prefix: str  # "" for the root, "sub/dir/" for a nested repository
-    scan: project.Scan
+    scan: git.Scan
     walk: unlisted.Walk  # what git does not list: FIFOs, sockets, .gitattributes files
 
 
@@ -30,22 +30,22 @@ class Collected:
     trees: list[Tree] = Factory(list)  # what git listed, for the audit
 
 
-def trees(repo: project.Repo, prefix: str = "", memo: unlisted.Memo | None = None) -> Iterator[Tree]:
+def trees(repo: git.Repo, prefix: str = "", memo: unlisted.Memo | None = None) -> Iterator[Tree]:
     """The root work tree and, recursively, every submodule and nested clone checked out inside it."""
     walk = unlisted.Walk(repo.root, memo)
-    scan = project.scan(repo)
+    scan = git.scan(repo)
     yield Tree(prefix, scan, walk)
     for rel in scan.gitlinks:
-        sub = project.nested_repo(repo.root, rel)
+        sub = git.nested_repo(repo.root, rel)
         if sub is not None:
             yield from trees(sub, f"{prefix}{rel}/", memo)
     for rel in (p for p, is_dir in scan.untracked if is_dir):
-        sub = project.nested_repo(repo.root, rel)
+        sub = git.nested_repo(repo.root, rel)
         # git collapses an untracked directory: a clone may sit anywhere inside it (vendor/lib/)
         found = (
             [(sub, rel)]
             if sub is not None
-            else [(project.nested_repo(repo.root, r), r) for r in project.repos_below(repo, rel)]
+            else [(git.nested_repo(repo.root, r), r) for r in git.repos_below(repo, rel)]
         )
         for nested, r in found:
             if nested is not None:
@@ -61,7 +61,7 @@ def _nested(prefix: str, all_trees: list[Tree]) -> list[str]:
 
 def collect(
     root: str,
-    repo: project.Repo | None,
+    repo: git.Repo | None,
     user_cfg: UserConfig,
     project_cfg: ProjectConfig,
     *,

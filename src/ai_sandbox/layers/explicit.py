@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 
-from ai_sandbox import project
+from ai_sandbox import git
 from ai_sandbox.patterns import PatternSet
 from ai_sandbox.policy import Entry
 
@@ -28,7 +28,7 @@ def candidates(trees: Iterable) -> Iterator[tuple[str, bool]]:
         for rel, is_dir in scan.untracked:
             yield p + rel, is_dir
         if untracked_dirs := [rel for rel, is_dir in scan.untracked if is_dir]:
-            for rel in project.untracked_below(scan.repo, untracked_dirs):
+            for rel in git.untracked_below(scan.repo, untracked_dirs):
                 if not rel.endswith("/"):  # a nested repository is a tree of its own
                     yield p + rel, False
         for rel, is_dir in scan.ignored:

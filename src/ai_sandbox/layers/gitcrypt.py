@@ -15,19 +15,19 @@ from __future__ import annotations
 
 import os
 
-from ai_sandbox import project
+from ai_sandbox import git
 from ai_sandbox.layers.unlisted import Walk
 from ai_sandbox.policy import CRYPT, Entry
 
 
-def entries(root: str, prefix: str, scan: project.Scan, walk: Walk) -> list[Entry]:
+def entries(root: str, prefix: str, scan: git.Scan, walk: Walk) -> list[Entry]:
     common = scan.repo.common_dir
     own = _own_keys(common)
     out = [Entry(d, True, CRYPT, "git-crypt key directory") for d in own]
     out += [Entry(d, True, CRYPT, f"git-crypt key directory of submodule {name}") for d, name in module_keys(common)]
     if not (own or scan.crypt_config or _mentions_git_crypt(scan, walk)):
         return out
-    for rel, value in project.filter_attributes(scan.repo).items():
+    for rel, value in git.filter_attributes(scan.repo).items():
         if value.startswith("git-crypt"):
             out.append(
                 Entry(os.path.join(root, prefix + rel), False, CRYPT, f"encrypted by git-crypt (filter={value})")
@@ -72,14 +72,14 @@ def module_keys(common: str) -> list[tuple[str, str]]:
     return sorted(out)
 
 
-def _mentions_git_crypt(scan: project.Scan, walk: Walk) -> bool:
+def _mentions_git_crypt(scan: git.Scan, walk: Walk) -> bool:
     """Could any attribute source git reads set filter=git-crypt? An unreadable file, or a tracked
     .gitattributes missing from the work tree (git then reads the index's copy), counts as yes."""
     root = scan.repo.root
     listed = set(walk.attributes)
     if any(rel not in listed for rel in walk.tracked_attributes):
         return True
-    files = [os.path.join(root, rel) for rel in walk.attributes] + project.attribute_files(scan)
+    files = [os.path.join(root, rel) for rel in walk.attributes] + git.attribute_files(scan)
     for path in files:
         try:
             with open(path, "rb") as f:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 
-from ai_sandbox import project
+from ai_sandbox import git
 from ai_sandbox.policy import IGNORED, Entry
 
 MAX_NAMED = 2000
 
 
-def entries(root: str, prefix: str, scan: project.Scan, *, detail: bool = False) -> list[Entry]:
+def entries(root: str, prefix: str, scan: git.Scan, *, detail: bool = False) -> list[Entry]:
     where = f" in {prefix.rstrip('/')}" if prefix else ""
     # git check-ignore needs ~1 ms per path: beyond a few thousand entries, point at it instead
     named = detail and len(scan.ignored) <= MAX_NAMED
@@ -29,15 +29,15 @@ def entries(root: str, prefix: str, scan: project.Scan, *, detail: bool = False)
     ]
 
 
-def _rules(scan: project.Scan) -> dict[str, str]:
+def _rules(scan: git.Scan) -> dict[str, str]:
     """For explain: the ignore rule of each entry, two git calls in all. A directory git collapsed
     because everything in it is ignored has no rule of its own: name the rule of one file in it."""
-    rules = project.ignore_rules(scan.repo, [rel for rel, _ in scan.ignored])
+    rules = git.ignore_rules(scan.repo, [rel for rel, _ in scan.ignored])
     samples = {}
     for rel, is_dir in scan.ignored:
         if is_dir and rel not in rules and (sample := _sample(scan.repo.root, rel)) is not None:
             samples[sample] = rel
-    for sample, rule in project.ignore_rules(scan.repo, list(samples)).items():
+    for sample, rule in git.ignore_rules(scan.repo, list(samples)).items():
         rules[samples[sample]] = f"everything in it is ignored, e.g. {sample} by {rule}"
     return rules
 

@@ -23,9 +23,9 @@ import re
 import stat
 import time
 
-from ai_sandbox import project
+from ai_sandbox import git
+from ai_sandbox.fs import write_atomic
 from ai_sandbox.policy import IGNORED, Entry
-from ai_sandbox.state import write_file
 
 _TRACKED_ATTRS = re.compile(rb"\t((?:[^\0]*/)?\.gitattributes)\0")
 RACY_NS = 1_000_000_000  # a directory changed this recently is listed afresh and not remembered
@@ -68,7 +68,7 @@ def save_memo(path: str, data: dict) -> None:
     if not path:
         return
     with contextlib.suppress(OSError):
-        write_file(path, marshal.dumps(data))
+        write_atomic(path, marshal.dumps(data))
 
 
 class Walk:
@@ -83,7 +83,7 @@ class Walk:
         self.failed: list[tuple[str, str]] = []  # (directory, why) that could not be listed
         self.done = False
 
-    def finish(self, scan: project.Scan, nested: list[str]) -> None:
+    def finish(self, scan: git.Scan, nested: list[str]) -> None:
         """List what git walked: everything but ignored directories and repositories of their own (nested:
         their paths relative to this tree)."""
         if self.done:
@@ -158,7 +158,7 @@ def _listing(path: str, st: os.stat_result) -> Listing:
     return (st.st_ino, st.st_ctime_ns, tuple(subdirs), tuple(specials), attrs)
 
 
-def entries(root: str, prefix: str, scan: project.Scan, walk: Walk, *, detail: bool = False) -> list[Entry]:
+def entries(root: str, prefix: str, scan: git.Scan, walk: Walk, *, detail: bool = False) -> list[Entry]:
     """Hide what git could not list, whole, and the special files git says are ignored."""
     where = f" in {prefix.rstrip('/')}" if prefix else ""
     base = os.path.join(root, prefix)
@@ -174,8 +174,8 @@ def entries(root: str, prefix: str, scan: project.Scan, walk: Walk, *, detail: b
         for rel, why in walk.failed
         if rel not in known
     ]
-    hidden = project.ignored_among(scan.repo, walk.special) if walk.special else []
-    why = project.ignore_rules(scan.repo, hidden) if detail and hidden else {}
+    hidden = git.ignored_among(scan.repo, walk.special) if walk.special else []
+    why = git.ignore_rules(scan.repo, hidden) if detail and hidden else {}
     for rel in hidden:
         rule = f" ({why[rel]})" if rel in why else ""
         out.append(Entry(base + rel, False, IGNORED, f"ignored by git{where}{rule}; {_SPECIAL}"))

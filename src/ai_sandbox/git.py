@@ -11,6 +11,7 @@ import subprocess
 
 from ai_sandbox import tools
 from ai_sandbox.errors import PolicyError, UnavailableError
+from ai_sandbox.fs import inside
 from ai_sandbox.records import value
 
 # Read-only calls must not run code a cloned repository configured (fsmonitor hooks).
@@ -187,7 +188,7 @@ def _repo_of(cwd: str, stdout: bytes) -> Repo:
         raise PolicyError(f"cannot read git's answer for {cwd}", "a path with a newline in it is not supported")
     root, common = lines[0], lines[1]
     real = os.path.realpath(cwd)
-    if not (real == os.path.realpath(root) or real.startswith(os.path.realpath(root).rstrip("/") + "/")):
+    if not inside(real, os.path.realpath(root)):
         raise PolicyError(
             f"git says the work tree of {cwd} is {root}, which does not contain it",
             "check `git config core.worktree` (or GIT_WORK_TREE): ai-sandbox will not guess the project",
@@ -483,3 +484,23 @@ def ignore_rules(repo: Repo, paths: list[str]) -> dict[str, str]:
         if pattern:
             rules[path] = f"{source}:{line}: {pattern}"
     return rules
+
+
+def ignores(root: str, rel: str) -> bool:
+    """Does git ignore rel (so a layer may hide it)? Any failure counts as yes: callers then refuse."""
+    try:
+        return _run(["check-ignore", "-q", "--", rel], root).returncode != 1
+    except UnavailableError:
+        return True
+
+
+def indexed_blob(root: str, rel: str) -> bytes | None:
+    """The object id (hex) git's index holds for rel when it is a regular file there; None otherwise."""
+    try:
+        proc = _run(["ls-files", "-s", "-z", "--", rel], root)
+    except UnavailableError:
+        return None
+    meta = proc.stdout.split(b"\t", 1)[0].split()
+    if proc.returncode != 0 or len(meta) != 3 or meta[0] not in (b"100644", b"100755"):
+        return None
+    return meta[1]

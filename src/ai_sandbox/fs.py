@@ -1,0 +1,90 @@
+"""Filesystem helpers every layer uses: path containment, an atomic write that never follows what a session
+planted, and the short "a, b, c and N more" a one-line message lists paths with."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from collections.abc import Iterable, Mapping
+
+
+def below(path: str, parent: str) -> bool:
+    """path is strictly inside parent (both absolute and normal)."""
+    return path.startswith(parent.rstrip("/") + "/")
+
+
+def inside(path: str, parent: str) -> bool:
+    """path is parent or inside it."""
+    return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def write_atomic(path: str, content: bytes, mode: int = 0o600) -> None:
+    """Write through a temporary file and a rename: a reader sees the old bytes or the new, never half.
+    The temporary file is created afresh (O_EXCL, O_NOFOLLOW): a link or FIFO a session left at its name
+    is removed, never written through. The directory is made (0700) when missing."""
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    _clear(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def some(items: Iterable[str], shown: int = 3) -> str:
+    """`a, b, c and 4 more`: a list that fits in one line of a message."""
+    items = list(items)
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more
+
+
+def make_dirs(dirs: Mapping[str, int]) -> None:
+    """Create what the backend needs to exist; an existing directory is left as the user has it, but a
+    link or anything else standing at the path (planted by a session) is removed first, never followed."""
+    for path, mode in dirs.items():
+        if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
+            _clear(path)
+        if not os.path.isdir(path):
+            os.makedirs(path, mode=mode, exist_ok=True)
+            os.chmod(path, mode)
+
+
+def write_files(files: Mapping[str, bytes]) -> None:
+    """Generated files are content-addressed: reuse one that holds exactly these bytes, else (re)write it.
+
+    What stands at the path is never trusted: it is read without following a link or blocking on a FIFO,
+    and anything but a regular file (a directory, FIFO or link a session planted) is removed first."""
+    for path, content in files.items():
+        if _holds(path, content):
+            continue
+        _clear(path)
+        write_atomic(path, content)
+
+
+def _holds(path: str, content: bytes) -> bool:
+    from ai_sandbox.verify import read_regular  # noqa: PLC0415 — standard library only: costs nothing
+
+    try:
+        return read_regular(path) == content
+    except OSError:
+        return False
+
+
+def _clear(path: str) -> None:
+    """Remove whatever is at path that is not ours to reuse; a directory with all it holds."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        import shutil  # noqa: PLC0415 — only when something was planted
+
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)

@@ -1,0 +1,43 @@
+"""Where ai-sandbox keeps its own files. Each directory is read-only (or hidden) inside the sandbox
+(backends/firejail.py `own_files`), so a session cannot change what the next launch reads.
+
+- config: `$XDG_CONFIG_HOME/ai-sandbox` — the user's config.toml and profiles;
+- state:  `$XDG_STATE_HOME/ai-sandbox` — what earlier launches hid, the index marks' journal, parsed configs;
+- cache:  `$XDG_CACHE_HOME/ai-sandbox` — generated profiles and checks, remembered directory listings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+
+
+def _home(env: Mapping[str, str]) -> str:
+    return env.get("HOME") or os.path.expanduser("~")
+
+
+def config_home(env: Mapping[str, str] = os.environ) -> str:
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "ai-sandbox")
+
+
+def state_dir(env: Mapping[str, str]) -> str:
+    base = env.get("XDG_STATE_HOME") or os.path.join(_home(env), ".local", "state")
+    return os.path.join(base, "ai-sandbox")
+
+
+def cache_dir(env: Mapping[str, str]) -> str:
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "ai-sandbox")
+
+
+def project_key(root: str) -> str:
+    """A project's file name in the state and cache directories."""
+    return hashlib.sha256(os.fsencode(root)).hexdigest()[:24]
+
+
+def project_cache(env: Mapping[str, str], root: str, kind: str) -> str:
+    """Where listings of this project are remembered (`listings`, `outputs`): in the cache, read-only inside,
+    so a session cannot hide a FIFO, or a secret it wrote into a build output, from the next launch."""
+    return os.path.join(cache_dir(env), kind, project_key(root))

@@ -86,17 +86,6 @@ def explain(
     prepared = prepare(req, detail=True, resolve=False)
     table = nested.mounts()
     unenforced = nested.unenforced(prepared.policy, table) if nested.inside_sandbox(table) else None
-    from ai_sandbox import state
-    from ai_sandbox.policy import UNHIDDEN, Notice
-
-    for path in state.findings(prepared.policy, req.env, cwd):
-        prepared.policy.warnings.append(
-            Notice(
-                UNHIDDEN,
-                f"{path} was hidden at the last launch and is readable now; a launch refuses until `ai-sandbox accept`",
-                path,
-            )
-        )
     doc = explain_mod.document(prepared, paths or None, cwd, unenforced)
     if agent is None:
         doc["agent"] = None

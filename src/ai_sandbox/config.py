@@ -14,7 +14,7 @@ from ai_sandbox.errors import ConfigError
 from ai_sandbox.fs import below, write_atomic
 from ai_sandbox.paths import config_home, state_dir
 from ai_sandbox.patterns import PROJECT, USER, Pattern
-from ai_sandbox.records import Factory, record
+from ai_sandbox.records import factory, record
 
 PROJECT_FILE = ".ai-sandbox.toml"
 LEGACY_FILE = ".ai-sandbox"
@@ -29,26 +29,26 @@ MAX_ENTRIES = 10_000  # per list: beyond that a config is generated, not written
 class UserConfig:
     path: str
     exists: bool = False
-    block_paths: list[tuple[str, str]] = Factory(list)  # (absolute path, source)
-    block_patterns: list[Pattern] = Factory(list)
-    allow: list[Pattern] = Factory(list)
+    block_paths: list[tuple[str, str]] = factory(list)  # (absolute path, source)
+    block_patterns: list[Pattern] = factory(list)
+    allow: list[Pattern] = factory(list)
     allow_dependencies: bool = True
     allow_build_outputs: bool = True
     backend: str = "auto"
     on_hidden_change: str = "end"  # a hidden path replaced during the session: end it, or only warn
     engine: str = "docker"  # the docker backend's container CLI
     image: str = ""
-    mounts: list[str] = Factory(list)  # more host paths for the docker backend
+    mounts: list[str] = factory(list)  # more host paths for the docker backend
     max_masks: int = 0  # 0: the backend's own limit
 
 
 @record
 class ProjectConfig:
-    files: list[str] = Factory(list)
-    block: list[Pattern] = Factory(list)
-    block_paths: list[tuple[str, str]] = Factory(list)  # `~/…` entries: (absolute, source)
-    allow: list[Pattern] = Factory(list)
-    warnings: list[str] = Factory(list)
+    files: list[str] = factory(list)
+    block: list[Pattern] = factory(list)
+    block_paths: list[tuple[str, str]] = factory(list)  # `~/…` entries: (absolute, source)
+    allow: list[Pattern] = factory(list)
+    warnings: list[str] = factory(list)
 
 
 def load_toml(path: str, root: str = "") -> tuple[dict, str]:

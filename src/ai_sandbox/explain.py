@@ -70,7 +70,7 @@ def document(prepared: Any, paths: list[str] | None, cwd: str, nested: list[Mask
         "hidden": [_mask(m, frozenset(prepared.plan.scratch)) for m in policy.masks],
         "covered": [_mask(m) for m in policy.covered],
         "kept": [_kept(k) for k in policy.kept],
-        "warnings": [{"kind": w.kind, "message": w.message, "path": w.path or None} for w in policy.warnings],
+        "warnings": [{"kind": w.kind, "message": w.message, "path": w.path or None} for w in prepared.notices],
         "command": prepared.plan.argv,
         "files": {path: content.decode("utf-8", "surrogateescape") for path, content in prepared.plan.files.items()},
         "unavailable": str(err) if (err := prepared.backend.probe(prepared.env)) else None,

@@ -17,7 +17,7 @@ from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
 from ai_sandbox.layers.outputs import OutputListings
 from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, Pattern, PatternSet
 from ai_sandbox.policy import CONFIG, CWD_HIDDEN, LOUD, NOT_GIT, Notice, Policy, build, check_reachable
-from ai_sandbox.records import Factory, record
+from ai_sandbox.records import factory, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ class Request:
     engine: str | None = None
     image: str | None = None
     cwd: str = ""
-    env: Mapping[str, str] = Factory(lambda: dict(os.environ))
+    env: Mapping[str, str] = factory(lambda: dict(os.environ))
 
 
 @record
@@ -43,10 +43,18 @@ class Prepared:
     plan: LaunchPlan
     profile: profiles.Profile
     command: list[str]  # the agent's argv, executable resolved: what the backend wraps
-    trees: list = Factory(list)  # layers.Tree: what git listed
-    marks: skipworktree.Marks = Factory(skipworktree.Marks)  # the hidden tracked files, per work tree
+    trees: list = factory(list)  # layers.Tree: what git listed
+    marks: skipworktree.Marks = factory(skipworktree.Marks)  # the hidden tracked files, per work tree
     on_hidden_change: str = "end"
-    env: Mapping[str, str] = Factory(dict)  # the caller's, as the agent gets it
+    env: Mapping[str, str] = factory(dict)  # the caller's, as the agent gets it
+    findings: list[Notice] = factory(
+        list
+    )  # what only people read (prepare(detail=True)): history, hard links, un-hidden
+
+    @property
+    def notices(self) -> list[Notice]:
+        """Everything to tell the user: the policy's own notices, then the findings."""
+        return self.policy.warnings + self.findings
 
 
 def resolve_command(name: str, env: Mapping[str, str]) -> str:
@@ -160,10 +168,11 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
     outputs.save()
     notices += [Notice(CONFIG, w) for w in project_cfg.warnings]
     policy.warnings = notices + policy.warnings
+    findings: list[Notice] = []
     if detail:
         from ai_sandbox import audit  # noqa: PLC0415
 
-        policy.warnings += audit.findings(policy, collected.trees)
+        findings = audit.findings(policy, collected.trees) + state.unhidden_notices(policy, env, cwd)
     policy.config_files = ([user_cfg.path] if user_cfg.exists else []) + project_cfg.files
     if (m := policy.hidden(cwd)) is not None:
         policy.warn(
@@ -174,7 +183,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
     plan = backend.plan(policy, command, env)
     return Prepared(
         policy, backend, plan, profile, command, collected.trees, on_hidden_change=user_cfg.on_hidden_change, env=env,
-        marks=marks,
+        marks=marks, findings=findings,
     )  # fmt: skip
 
 

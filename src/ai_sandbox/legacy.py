@@ -11,15 +11,15 @@ from __future__ import annotations
 import os
 
 from ai_sandbox.errors import ConfigError
-from ai_sandbox.records import Factory, record
+from ai_sandbox.records import factory, record
 
 KEYS = {"AI_SANDBOX_ALLOW_PATHS": "allow", "AI_SANDBOX_BLOCK_PATHS": "block"}
 
 
 @record
 class LegacyConfig:
-    allow: list[tuple[str, int]] = Factory(list)  # (path, line)
-    block: list[tuple[str, int]] = Factory(list)
+    allow: list[tuple[str, int]] = factory(list)  # (path, line)
+    block: list[tuple[str, int]] = factory(list)
 
 
 @record

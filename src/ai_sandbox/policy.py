@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.fs import below, inside
 from ai_sandbox.patterns import CODE, OUTPUT, PROJECT, PatternSet
-from ai_sandbox.records import Factory, record, value
+from ai_sandbox.records import factory, record, value
 
 GLOBAL, IGNORED, CRYPT, EXPLICIT = "global", "ignored", "git-crypt", "explicit"
 LAYERS = (GLOBAL, IGNORED, CRYPT, EXPLICIT)
@@ -107,13 +107,13 @@ COLLAPSE_NOTE = "collapsed: every entry in it is hidden"  # the same, with nothi
 class Policy:
     root: str
     in_git: bool
-    masks: list[Mask] = Factory(list)
-    kept: list[Kept] = Factory(list)
-    covered: list[Mask] = Factory(list)  # hidden already by an enclosing mask
-    warnings: list[Notice] = Factory(list)
-    config_files: list[str] = Factory(list)
-    capped: list[Mask] = Factory(list)  # masks merged into a parent only to stay within the backend's limit
-    tracked: list[str] = Factory(list)  # hidden files git tracks (skipworktree.py marks them for the session)
+    masks: list[Mask] = factory(list)
+    kept: list[Kept] = factory(list)
+    covered: list[Mask] = factory(list)  # hidden already by an enclosing mask
+    warnings: list[Notice] = factory(list)
+    config_files: list[str] = factory(list)
+    capped: list[Mask] = factory(list)  # masks merged into a parent only to stay within the backend's limit
+    tracked: list[str] = factory(list)  # hidden files git tracks (skipworktree.py marks them for the session)
 
     def hidden(self, path: str) -> Mask | None:
         """The mask that hides path (itself or an enclosing directory), if any."""

@@ -12,7 +12,7 @@ import re
 
 from ai_sandbox.errors import ConfigError
 from ai_sandbox.patterns import PROFILE, Pattern
-from ai_sandbox.records import Factory, record
+from ai_sandbox.records import factory, record
 
 # Directories agents keep in a project, git-ignored by convention, that they need in order to work.
 TOOL_ALLOW = (
@@ -117,8 +117,8 @@ class Profile:
     name: str
     executable: str
     description: str = ""
-    allow: list[Pattern] = Factory(list)
-    home: list[str] = Factory(list)
+    allow: list[Pattern] = factory(list)
+    home: list[str] = factory(list)
     image: str = ""  # the docker backend's image for this agent, if not the configured one
     path: str = ""  # the file it came from; empty for the generic fallback
 

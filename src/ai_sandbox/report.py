@@ -94,10 +94,10 @@ def dry_run(prepared, req, unenforced=None, refusal=None) -> None:  # noqa: ANN0
         con.print()
         con.print(Text(f"readable although git-ignored ({len(policy.kept)}):", style="bold"))
         _print_lines(con, _kept_lines(policy, policy.kept))
-    if policy.warnings:
+    if prepared.notices:
         con.print()
-        con.print(Text(f"warnings ({len(policy.warnings)}):", style="bold yellow"))
-        for w in policy.warnings:
+        con.print(Text(f"warnings ({len(prepared.notices)}):", style="bold yellow"))
+        for w in prepared.notices:
             con.print(Text(f"  {printable(w.message)}", style="yellow"))
     unavailable = prepared.backend.probe(prepared.env)
     if unenforced is not None:

@@ -27,7 +27,7 @@ from ai_sandbox.errors import PolicyError
 from ai_sandbox.fs import below, write_atomic
 from ai_sandbox.paths import project_key, state_dir
 from ai_sandbox.policy import IGNORED, Policy
-from ai_sandbox.records import Factory, record
+from ai_sandbox.records import factory, record
 from ai_sandbox.state import locked
 
 _LOCK_WAIT = 2.0  # seconds a launch waits for another git's index.lock before refusing
@@ -42,9 +42,9 @@ def journal_path(env: Mapping[str, str], root: str) -> str:
 class Marks:
     """The hidden tracked files of one launch, by work tree root (what `protect` flags)."""
 
-    needs: dict[str, list[str]] = Factory(dict)  # root -> its tracked paths that a mask hides
-    flagged: dict[str, set[str]] = Factory(dict)  # root -> those of them flagged already
-    sparse: list[str] = Factory(list)  # roots whose sparse checkout would clear the marks
+    needs: dict[str, list[str]] = factory(dict)  # root -> its tracked paths that a mask hides
+    flagged: dict[str, set[str]] = factory(dict)  # root -> those of them flagged already
+    sparse: list[str] = factory(list)  # roots whose sparse checkout would clear the marks
 
     @property
     def paths(self) -> list[str]:

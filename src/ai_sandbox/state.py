@@ -41,7 +41,7 @@ from ai_sandbox.errors import PolicyError
 from ai_sandbox.fs import inside, some, write_atomic
 from ai_sandbox.paths import project_key, state_dir
 from ai_sandbox.patterns import CODE, DEPENDENCY, OUTPUT
-from ai_sandbox.policy import CAP_NOTE, COLLAPSE_NOTE, Policy
+from ai_sandbox.policy import CAP_NOTE, COLLAPSE_NOTE, UNHIDDEN, Notice, Policy
 
 MAGIC = b"ai-sandbox hidden 2\0"  # then (path, "DEV:INO" of its directory or "-") pairs, NUL-terminated
 _MERGED = (CAP_NOTE, COLLAPSE_NOTE)
@@ -343,7 +343,7 @@ class Record:
     root: str = ""
     root_id: bytes = b""
     cwd: str = ""
-    settled: list = records.Factory(list)  # logs of ended sessions seen by the check: dropped once it passed
+    settled: list = records.factory(list)  # logs of ended sessions seen by the check: dropped once it passed
 
 
 def _examine(policy: Policy, env: Mapping[str, str], cwd: str) -> tuple[Record, list[tuple[str, str]]]:
@@ -380,6 +380,18 @@ def check(policy: Policy, env: Mapping[str, str], cwd: str = "") -> Record:
 def findings(policy: Policy, env: Mapping[str, str], cwd: str = "") -> list[str]:
     """What `check` would refuse for, without refusing: for explain."""
     return [p for p, _ in _examine(policy, env, cwd)[1]]
+
+
+def unhidden_notices(policy: Policy, env: Mapping[str, str], cwd: str = "") -> list[Notice]:
+    """`findings` as the notices explain and --dry-run list."""
+    return [
+        Notice(
+            UNHIDDEN,
+            f"{p} was hidden at the last launch and is readable now; a launch refuses until `ai-sandbox accept`",
+            p,
+        )
+        for p in findings(policy, env, cwd)
+    ]
 
 
 def _drop(path: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from ai_sandbox.errors import UnavailableError, UsageError
-from ai_sandbox.records import Factory, record
+from ai_sandbox.records import factory, record
 
 TYPE_CHECKING = False  # typing costs ~4 ms at every launch; the Protocol is for readers and type checkers
 if TYPE_CHECKING:
@@ -20,9 +20,9 @@ if TYPE_CHECKING:
 class LaunchPlan:
     argv: list[str]  # what is exec'd
     env: dict[str, str]  # its environment
-    files: dict[str, bytes] = Factory(dict)  # written before the exec (generated profiles)
-    dirs: dict[str, int] = Factory(dict)  # created (with this mode) before the exec
-    scratch: list[str] = Factory(list)  # hidden directories shown as an empty, writable, per-session directory
+    files: dict[str, bytes] = factory(dict)  # written before the exec (generated profiles)
+    dirs: dict[str, int] = factory(dict)  # created (with this mode) before the exec
+    scratch: list[str] = factory(list)  # hidden directories shown as an empty, writable, per-session directory
 
 
 @record
@@ -31,8 +31,8 @@ class Settings:
 
     engine: str = "docker"  # the container CLI: docker or podman
     image: str = ""
-    home: list[str] = Factory(list)  # the agent's home state (its profile's `home`)
-    mounts: list[str] = Factory(list)  # the user's extra paths for the container
+    home: list[str] = factory(list)  # the agent's home state (its profile's `home`)
+    mounts: list[str] = factory(list)  # the user's extra paths for the container
     cwd: str = ""
 
 

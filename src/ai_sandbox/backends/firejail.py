@@ -23,7 +23,7 @@ from ai_sandbox.errors import PolicyError, UnavailableError
 from ai_sandbox.fs import below
 from ai_sandbox.paths import cache_dir, config_home, state_dir
 from ai_sandbox.policy import Policy
-from ai_sandbox.records import Factory, record
+from ai_sandbox.records import factory, record
 
 # firejail rejects paths with these; `#` starts a comment in a profile line
 _REJECTED = frozenset(',"\\{};&%<>!^#')
@@ -290,10 +290,10 @@ def verifier() -> tuple[str, str]:
 class OwnFiles:
     """ai-sandbox's own files, as the sandbox must show them."""
 
-    create: list[str] = Factory(list)  # config, state and cache directories: created before the launch
-    protect: list[str] = Factory(list)  # read-only inside
-    hide: list[str] = Factory(list)  # masked inside
-    anchors: list[str] = Factory(list)  # directories above those that the agent could rename: made mount points
+    create: list[str] = factory(list)  # config, state and cache directories: created before the launch
+    protect: list[str] = factory(list)  # read-only inside
+    hide: list[str] = factory(list)  # masked inside
+    anchors: list[str] = factory(list)  # directories above those that the agent could rename: made mount points
     as_root: bool = False  # the agent is root: anchors are bound onto themselves (only root may `bind`)
 
 

@@ -12,7 +12,7 @@ from ai_sandbox.config import ProjectConfig, UserConfig
 from ai_sandbox.layers import explicit, gitcrypt, ignored, unlisted
 from ai_sandbox.patterns import PatternSet
 from ai_sandbox.policy import EXPLICIT, GLOBAL, Entry
-from ai_sandbox.records import Factory, record
+from ai_sandbox.records import factory, record
 
 
 @record
@@ -26,8 +26,8 @@ class Tree:
 
 @record
 class Collected:
-    entries: list[Entry] = Factory(list)
-    trees: list[Tree] = Factory(list)  # what git listed, for the audit
+    entries: list[Entry] = factory(list)
+    trees: list[Tree] = factory(list)  # what git listed, for the audit
 
 
 def trees(repo: git.Repo, prefix: str = "", memo: unlisted.Memo | None = None) -> Iterator[Tree]:

@@ -201,7 +201,7 @@ class Workspace:
         """Run `ai-sandbox ARGS` as this workspace's identity (or as_user, without handing it the files)."""
         user = as_user or self.user
         if self.user:
-            _chown(self.base, self.user)
+            chown_tree(self.base, self.user)
         cmd = [AIS, *args]
         if user:
             cmd = setpriv_argv(user.uid, user.gid, cmd)
@@ -226,11 +226,11 @@ _GIT_ENV = {
 }
 
 
-def _chown(base: Path, user: User) -> None:
+def chown_tree(base: Path, user: User) -> None:
     subprocess.run(["chown", "-R", f"{user.uid}:{user.gid}", str(base)], check=True)
 
 
-def _accessible(user: User, path: str) -> bool:
+def accessible_to(user: User, path: str) -> bool:
     return runs_as(user.uid, user.gid, ["test", "-x", path])
 
 
@@ -243,7 +243,7 @@ def tmp_world():
     shutil.rmtree(base, ignore_errors=True)
 
 
-def _new_repo(base: Path, identity: str) -> Workspace:
+def new_workspace(base: Path, identity: str) -> Workspace:
     """A fresh git repository (branch main, one commit) in a workspace."""
     require("git")
     w = Workspace(base, identity)
@@ -257,13 +257,13 @@ def _new_repo(base: Path, identity: str) -> Workspace:
 @pytest.fixture(params=IDENTITIES)
 def ws(request, tmp_world) -> Workspace:
     """A repository, once for each identity that can run the sandbox here."""
-    return _new_repo(tmp_world, request.param)
+    return new_workspace(tmp_world, request.param)
 
 
 @pytest.fixture
 def ws_self(tmp_world) -> Workspace:
     """Like ws, for tests where who runs the command does not change what is proved."""
-    return _new_repo(tmp_world, "root" if IS_ROOT else "self")
+    return new_workspace(tmp_world, "root" if IS_ROOT else "self")
 
 
 @pytest.fixture

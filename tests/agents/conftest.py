@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import IS_ROOT, Workspace, _accessible, _new_repo, require, unavailable
+from tests.conftest import IS_ROOT, Workspace, accessible_to, new_workspace, require, unavailable
 
 HERE = Path(__file__).parent
 CACHE_ROOT = Path(f"/tmp/ai-sandbox-tests-{os.geteuid()}")
@@ -149,7 +149,7 @@ def agents_bin() -> Path:
 @pytest.fixture
 def agent_ws(tmp_world, firejail) -> Workspace:
     """A repository whose commands run as the unprivileged user when we are root, as ourselves otherwise."""
-    return _new_repo(tmp_world, "user" if IS_ROOT else "self")
+    return new_workspace(tmp_world, "user" if IS_ROOT else "self")
 
 
 @pytest.fixture
@@ -157,7 +157,7 @@ def agent_env(agent_ws, agents_bin):
     """The environment for `ai-sandbox AGENT`: the agents and the pinned node first on PATH, no credentials."""
     if agent_ws.user:
         for path in (str(agents_bin / "claude"), str(agents_bin / "node")):
-            if not _accessible(agent_ws.user, path):
+            if not accessible_to(agent_ws.user, path):
                 pytest.fail(f"{agent_ws.user.name} cannot run {path}: it must be readable by other users")
     env = {k: v for k, v in agent_ws.env().items() if not k.startswith(_FOREIGN_PREFIXES) and k not in ("AI_AGENT",)}
     env["PATH"] = os.pathsep.join([str(agents_bin), "/usr/local/bin", "/usr/bin", "/bin"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import AIS, _new_repo, require
+from tests.conftest import AIS, new_workspace, require
 
 pytestmark = pytest.mark.sandbox
 
@@ -139,7 +139,7 @@ def test_a_missing_image_fails_fast_with_how_to_build_one(ws_self, podman_env):
 def test_odd_project_paths_and_odd_hidden_names(tmp_world, podman_env):
     odd = tmp_world / 'my proj, "q":1 #x'
     odd.mkdir()
-    w = _new_repo(odd, "root")
+    w = new_workspace(odd, "root")
     w.write(".gitignore", "*.secret\nhidden,dir/\n")
     names = ["a,b.secret", 'q"uote.secret', "co:lon.secret", "sp ace.secret", "hash#.secret", "br[ack]et.secret"]
     for i, n in enumerate(names):

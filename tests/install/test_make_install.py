@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.conftest import IS_ROOT, _chown, ensure_test_user, require, token, unavailable
+from tests.conftest import IS_ROOT, chown_tree, ensure_test_user, require, token, unavailable
 from tests.stage import setpriv_argv
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ class Newcomer:
                 shutil.copy(Path("/etc/skel", name), self.home / name)
         _copy_checkout(self.src)
         if self.user:
-            _chown(base, self.user)
+            chown_tree(base, self.user)
 
     def login(self, script: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """`script` in a new login shell (bash -l reads /etc/profile and ~/.profile), with nothing of ours in
@@ -79,7 +79,7 @@ def test_make_install_then_uninstall_with_the_system_python_as_a_normal_user(tmp
     for args in (["init", "-q"], ["add", ".gitignore"], ["commit", "-qm", "init"]):
         subprocess.run([*git, *args], cwd=me.repo, check=True, capture_output=True)
     if me.user:
-        _chown(me.repo, me.user)
+        chown_tree(me.repo, me.user)
 
     pre = me.login("command -v pipx uv ai-sandbox; echo PATH=$PATH")
     assert "ai-sandbox" not in pre.stdout.replace("PATH=", ""), pre.stdout
@@ -138,7 +138,7 @@ def test_make_install_and_uninstall_leave_what_they_did_not_make(tmp_world):
     mine.parent.mkdir(parents=True)
     mine.write_text("#!/bin/sh\necho my own wrapper\n")
     if me.user:
-        _chown(me.home, me.user)
+        chown_tree(me.home, me.user)
 
     for how in ("pipx", "uv", "venv"):
         res = me.login(f"cd {me.src} && INSTALL_WITH={how} make install PYTHON={SYSTEM_PYTHON}")
@@ -155,7 +155,7 @@ def test_make_install_and_uninstall_leave_what_they_did_not_make(tmp_world):
     (data / "venv").mkdir(parents=True)  # a directory at the venv's path that make install did not make
     (data / "venv" / "data.txt").write_text("precious too\n")
     if me.user:
-        _chown(me.home, me.user)
+        chown_tree(me.home, me.user)
     res = me.login(f"cd {me.src} && make install PYTHON={SYSTEM_PYTHON}")
     assert res.returncode != 0 and "was not made by make install" in res.stderr, res.stdout + res.stderr
     res = me.login(f"cd {me.src} && make uninstall")

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import AIS, IS_ROOT, Result, Workspace, _chown, ensure_test_user, require, root_only
+from tests.conftest import AIS, IS_ROOT, Result, Workspace, chown_tree, ensure_test_user, require, root_only
 
 pytestmark = pytest.mark.sandbox
 
@@ -53,7 +53,7 @@ def test_environment_passes_through_byte_for_byte(ws, firejail, tmp_world):
 def _run_raw(ws: Workspace, args: list[str], env: dict[str, str]) -> bytes:
     cmd = [AIS, *args]
     if ws.user:
-        _chown(ws.base, ws.user)
+        chown_tree(ws.base, ws.user)
         cmd = ["setpriv", f"--reuid={ws.user.uid}", f"--regid={ws.user.gid}", "--clear-groups", "--", *cmd]
     proc = subprocess.run(cmd, cwd=ws.repo, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
     assert proc.returncode == 0, proc.stderr

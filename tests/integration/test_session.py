@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.conftest import AIS, _chown
+from tests.conftest import AIS, chown_tree
 
 pytestmark = pytest.mark.sandbox
 
@@ -21,7 +21,7 @@ SCRIPT = 'trap "" INT; echo READY; sleep 2.5; cat .env secrets/key 2>/dev/null; 
 def _start(ws, script: str = SCRIPT) -> subprocess.Popen:
     cmd = [AIS, "--", "sh", "-c", script]
     if ws.user:
-        _chown(ws.base, ws.user)
+        chown_tree(ws.base, ws.user)
         cmd = ["setpriv", f"--reuid={ws.user.uid}", f"--regid={ws.user.gid}", "--clear-groups", "--", *cmd]
     proc = subprocess.Popen(
         cmd,

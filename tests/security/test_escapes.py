@@ -39,7 +39,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import AIS, PY, Result, Workspace, _chown, _new_repo, require, root_only
+from tests.conftest import AIS, PY, Result, Workspace, chown_tree, new_workspace, require, root_only
 
 pytestmark = pytest.mark.sandbox
 
@@ -99,7 +99,7 @@ def launch(
     are files the caller opens (as root, before setpriv) and leaves open for the launcher to inherit."""
     cmd = host_user_cmd(ws, [AIS, "--", "sh", "-c", script] if sandbox else ["sh", "-c", script])
     if ws.user:
-        _chown(ws.base, ws.user)
+        chown_tree(ws.base, ws.user)
     if fds:
         opens = " ".join(f'{n}<"${i + 1}"' for i, n in enumerate(fds))
         cmd = ["sh", "-c", f'exec {opens}; shift {len(fds)}; exec "$@"', "-", *map(str, fds.values()), *cmd]
@@ -279,13 +279,13 @@ def test_escape_vector_reveals_nothing(ws, firejail, vector):
     if vector == "proc-root":
         # a host process, as the sandboxed identity, sitting in the hidden directory with .env open
         if ws.user:
-            _chown(ws.base, ws.user)
+            chown_tree(ws.base, ws.user)
         with open(ws.repo / ".env", "rb") as f:
             holder = subprocess.Popen(host_user_cmd(ws, ["sleep", "60"]), stdin=f, cwd=ws.repo / "secrets")
         env["HOSTPID"] = str(holder.pid)
     try:
         if ws.user:
-            _chown(ws.base, ws.user)
+            chown_tree(ws.base, ws.user)
         before = snapshot(ws.repo)
         res = launch(ws, script + "; true", env=env)
     finally:
@@ -381,12 +381,12 @@ def test_raw_block_device_of_the_project_file_system(ws, firejail):
         ).stdout.strip()
         (fs / "w").mkdir()
         (fs / "w").chmod(0o755)
-        inner = _new_repo(fs / "w", ws.identity)
+        inner = new_workspace(fs / "w", ws.identity)
         secret = _token("RAWSECRET")
         inner.write(".gitignore", ".env\n")
         inner.write(".env", f"{secret}\n")
         if inner.user:
-            _chown(inner.base, inner.user)
+            chown_tree(inner.base, inner.user)
         os.sync()  # the secret reaches the device
         script = f"echo @@raw; ls -l {device}; grep -a -o -m1 'RAWSECRET-[0-9a-f]*' {device}; echo @@done; true"
         res = launch(inner, script)

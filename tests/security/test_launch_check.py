@@ -24,7 +24,7 @@ from ai_sandbox.backends import Settings
 from ai_sandbox.backends.firejail import Firejail
 from ai_sandbox.fs import make_dirs, write_files
 from ai_sandbox.policy import IGNORED, Mask, Policy
-from tests.conftest import AIS, Result, Workspace, _chown, plant_env, require, root_only, running_install, token
+from tests.conftest import AIS, Result, Workspace, chown_tree, plant_env, require, root_only, running_install, token
 
 pytestmark = pytest.mark.sandbox
 
@@ -39,7 +39,7 @@ def _run(
     ws: Workspace, argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, wrap: bool = True
 ) -> Result:
     if ws.user:
-        _chown(ws.base, ws.user)
+        chown_tree(ws.base, ws.user)
     proc = subprocess.run(
         _as(ws, argv) if wrap else argv,
         cwd=cwd or ws.repo,
@@ -76,7 +76,7 @@ def test_firejail_running_unsandboxed_in_a_pid_namespace_is_stopped(ws, firejail
     secret = plant_env(ws)
     agent = [AIS, "--", "sh", "-c", "echo AGENT-RAN; cat .env"]
     if ws.user:
-        _chown(ws.base, ws.user)
+        chown_tree(ws.base, ws.user)
     res = _run(ws, ["unshare", "--pid", "--fork", "--mount-proc", *_as(ws, agent)], wrap=False)
     _refused(res, secret)
     assert "existing sandbox" in res.err
@@ -214,7 +214,7 @@ def test_the_check_stops_a_project_the_sandbox_does_not_show(ws, firejail):
     try:
         (base / "app.txt").write_text("APP\n")
         if ws.user:
-            _chown(base, ws.user)
+            chown_tree(base, ws.user)
         policy = Policy(root=str(base), in_git=False)
         plan = _plan(ws, policy, "echo AGENT-RAN; pwd", cwd=base)
         res = _run(ws, plan.argv, env=plan.env, cwd=base)

@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from ai_sandbox.patterns import Pattern, PatternSet
 from ai_sandbox.profiles import DEPENDENCY_DIRS, TOOL_ALLOW
-from tests.conftest import IDENTITIES, Workspace, _new_repo, require
+from tests.conftest import IDENTITIES, Workspace, new_workspace, require
 
 pytestmark = pytest.mark.sandbox
 
@@ -342,7 +342,7 @@ def test_generated_names_never_leak(identity, lay):
     require("firejail")
     base = _world()
     try:
-        w = _new_repo(base, identity)
+        w = new_workspace(base, identity)
         _materialize(w, lay)
         _check_exact_with_git(w, lay)
         note(f"files: {sorted(lay.files)!r}\nexact: {lay.exact!r}")
@@ -418,7 +418,7 @@ def _classic_layout() -> Layout:
 def test_every_hostile_class_is_hidden(identity, tmp_world):
     require("firejail")
     lay = _classic_layout()
-    w = _new_repo(tmp_world, identity)
+    w = new_workspace(tmp_world, identity)
     _materialize(w, lay)
     _check_exact_with_git(w, lay)
     res, marker = _launch(w, lay)
@@ -435,7 +435,7 @@ def test_a_path_longer_than_a_profile_line_takes_widens(identity, tmp_world):
     lay.put(deep + b"/keep.txt", b"keep\n")
     lay.put(deep + b"/x.secret", f"{SECRET}long:\n".encode())
     lay.secrets.append(f"{SECRET}long:".encode())
-    w = _new_repo(tmp_world, identity)
+    w = new_workspace(tmp_world, identity)
     _materialize(w, lay)
     assert len(os.fsencode(w.repo)) + 1 + len(deep + b"/x.secret") > 4000
     res, marker = _launch(w, lay)
@@ -464,7 +464,7 @@ def test_newline_directory_leaks_a_blocked_file(identity, tmp_world):
     lay = Layout()
     lay.put(b"blk/\n/x.blk", f"{SECRET}nl-dir:\n".encode())
     lay.secrets.append(f"{SECRET}nl-dir:".encode())
-    w = _new_repo(tmp_world, identity)
+    w = new_workspace(tmp_world, identity)
     _materialize(w, lay)  # its .ai-sandbox.toml has `/tracked-secrets/`, so the set goes through pathspec
     res, marker = _launch(w, lay)
     _assert_outcome(res, marker, lay, must_run=True)
@@ -476,7 +476,7 @@ def test_trailing_newline_name_leaks_through_the_allowlist(identity, tmp_world):
     lay = Layout()
     lay.put(b"ign/CLAUDE.local.md\n", f"{SECRET}nl-end:\n".encode())
     lay.secrets.append(f"{SECRET}nl-end:".encode())
-    w = _new_repo(tmp_world, identity)
+    w = new_workspace(tmp_world, identity)
     _materialize(w, lay)  # `allow = ["/split/pub/"]` sends the allowlist through pathspec
     res, marker = _launch(w, lay)
     _assert_outcome(res, marker, lay, must_run=True)
@@ -494,7 +494,7 @@ def test_exact_block_of_a_name_ending_in_a_tab_hides_it(identity, tmp_world):
     lay.put(b"exact/a\t", f"{SECRET}tab-end:\n".encode())
     lay.secrets.append(f"{SECRET}tab-end:".encode())
     lay.exact.append("/exact/a\t")
-    w = _new_repo(tmp_world, identity)
+    w = new_workspace(tmp_world, identity)
     _materialize(w, lay)
     _check_exact_with_git(w, lay)  # git itself reads `/exact/a<TAB>` as naming the file
     res, marker = _launch(w, lay)

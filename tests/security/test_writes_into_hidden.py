@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import IS_ROOT, TEST_USER, Workspace, _new_repo, ensure_test_user, token
+from tests.conftest import IS_ROOT, TEST_USER, Workspace, ensure_test_user, new_workspace, token
 
 pytestmark = pytest.mark.sandbox
 
@@ -82,7 +82,7 @@ def passwd_home_base():
 
 def test_a_user_gets_a_scratch_directory_under_its_own_home(passwd_home_base, firejail):
     """firejail mounts a tmpfs for a user only on its own directory under its passwd home."""
-    ws = _new_repo(*passwd_home_base)
+    ws = new_workspace(*passwd_home_base)
     secret = _plant(ws)
     res = ws.run("--", "sh", "-c", WRITE)
     assert res.rc == 0, res.err
@@ -94,7 +94,7 @@ def test_the_launch_check_refuses_a_scratch_firejail_did_not_mount(ws_self, pass
     """A tmpfs line firejail skips (as it does, silently, where a user may not mount one) leaves the real
     directory: the check finds it on its parent's device, with what it holds, and the agent never starts.
     As a user, the project lies under our passwd home, the only place we get a scratch directory."""
-    ws = ws_self if IS_ROOT else _new_repo(passwd_home_base[0], "self")
+    ws = ws_self if IS_ROOT else new_workspace(passwd_home_base[0], "self")
     secret = _plant(ws)
     res = ws.run("--dry-run", "--", "true")
     profile = Path(next(w for w in res.out.split() if w.startswith("--profile=")).removeprefix("--profile="))

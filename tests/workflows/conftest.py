@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.agents.conftest import agent_env, agent_ws, agents_bin  # noqa: F401  (fixtures, registered by import)
-from tests.conftest import Result, Workspace, _chown, plant_env, require, token
+from tests.conftest import Result, Workspace, chown_tree, plant_env, require, token
 from tests.container.conftest import busybox_rootfs, podman_env, podman_import  # noqa: F401  (podman_env: a fixture)
 from tests.workflows.anthropic_stub import AnthropicStub, Step
 
@@ -104,7 +104,7 @@ def run_direct(project: NodeProject, env: dict[str, str], script: list[Step]) ->
     w = project.ws
     cmd = claude_args()
     if w.user:
-        _chown(w.base, w.user)
+        chown_tree(w.base, w.user)
         cmd = ["setpriv", f"--reuid={w.user.uid}", f"--regid={w.user.gid}", "--clear-groups", "--", *cmd]
     with AnthropicStub(PROMPT, script) as stub:
         start = time.monotonic()

@@ -1,5 +1,9 @@
 """Loading and validating the user's global config and the project's own config.
 
+Each file's keys are one table (`USER_KEYS`, `PROJECT_KEYS`): name, kind, default, allowed values and a
+line of documentation. The table drives the checks, the defaults and README's configuration reference
+(`python -m ai_sandbox.config --reference`; a unit test keeps README's copy equal to it).
+
 Unknown keys and wrong types are errors, not warnings: a typo such as `blok = [...]` must not silently
 run the agent with fewer blocks than the user wrote.
 """
@@ -14,7 +18,12 @@ from ai_sandbox.errors import ConfigError
 from ai_sandbox.fs import below, write_atomic
 from ai_sandbox.paths import config_home, state_dir
 from ai_sandbox.patterns import PROJECT, USER, Pattern
-from ai_sandbox.records import factory, record
+from ai_sandbox.records import factory, record, value
+
+TYPE_CHECKING = False  # typing is not imported at run time: this module is on the launch path
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
 
 PROJECT_FILE = ".ai-sandbox.toml"
 LEGACY_FILE = ".ai-sandbox"
@@ -23,6 +32,24 @@ ENGINES = ("docker", "podman")
 ON_HIDDEN_CHANGE = ("end", "warn")
 MAX_MASKS = 90_000  # fs.mount-max is 100,000 and firejail mounts some of its own
 MAX_ENTRIES = 10_000  # per list: beyond that a config is generated, not written, and matching it would crawl
+
+
+@value
+class Key:
+    """One key of a config file: how its value is checked, its default, and its row in README.
+
+    kind: "list" (of strings: `each` checks one entry and adds it to the config), "bool", "choice" (one
+    of `choices`), "string", or "count" (a whole number from 1 to `high`)."""
+
+    name: str
+    kind: str
+    default: object
+    doc: str  # one line: the meaning column of README's reference
+    items: str = ""  # "list": what an entry is, for README ("patterns", "absolute or `~/` paths")
+    choices: tuple[str, ...] = ()
+    high: int = 0
+    hint: str = ""  # how to fix a wrong value, where the message alone does not say
+    each: Callable[[Any, str, str, int, str], None] | None = None  # (config, entry, file, line, home)
 
 
 @record
@@ -51,17 +78,17 @@ class ProjectConfig:
     warnings: list[str] = factory(list)
 
 
-def load_toml(path: str, root: str = "") -> tuple[dict, str]:
+def load_toml(path: str, root: str = "") -> tuple[dict[str, Any], str]:
     """The file's TOML and its text. `root`: the project a project config belongs to — what it may link
     to, and whether its parse may be remembered (see `_public`)."""
     raw = read_config(path, root)
-    import hashlib  # noqa: PLC0415
+    import hashlib
 
     digest = hashlib.sha256(raw).hexdigest()
     cached = _parsed(digest)
     if cached is not None:
         return cached, raw.decode("utf-8")  # only UTF-8 that parsed is ever remembered
-    import tomllib  # noqa: PLC0415 — 15 ms; only paid when a config file is new or changed
+    import tomllib  # 15 ms; only paid when a config file is new or changed
 
     try:
         text = raw.decode("utf-8")
@@ -79,7 +106,7 @@ def read_config(path: str, root: str = "") -> bytes:
     """A config file's bytes, never blocking on a FIFO nor reading a device. A project's file (`root`) may
     be a link only to a file in the project that git does not ignore: a session can replace it by a link to
     a secret (a `.env` of `KEY="v"` lines is valid TOML) or to a FIFO that would hang every launch."""
-    import stat  # noqa: PLC0415
+    import stat
 
     target, flags = path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
     if root:
@@ -114,7 +141,7 @@ def read_config(path: str, root: str = "") -> bytes:
 
 
 def _ignored(root: str, path: str) -> bool:
-    from ai_sandbox import git  # noqa: PLC0415
+    from ai_sandbox import git
 
     return git.ignores(root, os.path.relpath(path, root))
 
@@ -124,11 +151,11 @@ def _public(root: str, path: str, raw: bytes) -> bool:
     for the file (an object in .git, readable inside the sandbox anyway): the parse of an untracked,
     ignored, git-crypt-encrypted, edited or linked config would put hidden content in the cache. Asked
     only when the parse is not remembered yet, in place of the 15 ms of tomllib it then saves next time."""
-    import hashlib  # noqa: PLC0415
+    import hashlib
 
     if os.path.islink(path):
         return False
-    from ai_sandbox import git  # noqa: PLC0415
+    from ai_sandbox import git
 
     oid = git.indexed_blob(root, os.path.relpath(path, root))
     if oid is None:
@@ -144,10 +171,10 @@ def _parse_dir() -> str:
     return os.path.join(state_dir(os.environ), "parsed")
 
 
-def _parsed(digest: str) -> dict | None:
+def _parsed(digest: str) -> dict[str, Any] | None:
     """A parse remembered in the state directory under the SHA-256 of the file's bytes: it holds the parsed
     data only, never the bytes or the text, and stands for no other bytes."""
-    import marshal  # noqa: PLC0415
+    import marshal
 
     try:
         with open(os.path.join(_parse_dir(), digest), "rb") as f:
@@ -157,8 +184,8 @@ def _parsed(digest: str) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def _remember(digest: str, data: dict) -> None:
-    import marshal  # noqa: PLC0415
+def _remember(digest: str, data: dict[str, Any]) -> None:
+    import marshal
 
     try:
         blob = marshal.dumps(data)
@@ -214,7 +241,7 @@ def _basic_string(v: str) -> str:
     return f'"{esc}"'
 
 
-def strings(data: dict, key: str, path: str, text: str) -> list[tuple[str, int]]:
+def strings(data: Mapping[str, object], key: str, path: str, text: str) -> list[tuple[str, int]]:
     value = data.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(
@@ -258,7 +285,7 @@ def _pattern_entry(entry: str, path: str, line: int, key: str) -> str:
     return entry
 
 
-def check_keys(data: dict, allowed: set[str], path: str, text: str) -> None:
+def check_keys(data: Mapping[str, object], allowed: set[str], path: str, text: str) -> None:
     for key in data:
         if key not in allowed:
             raise ConfigError(
@@ -267,92 +294,203 @@ def check_keys(data: dict, allowed: set[str], path: str, text: str) -> None:
             )
 
 
-def load_user(env: dict[str, str] | os._Environ[str] = os.environ) -> UserConfig:
-    path = os.path.join(config_home(env), "config.toml")
-    cfg = UserConfig(path=path)
-    if not os.path.exists(path):
-        return cfg
-    cfg.exists = True
-    data, text = load_toml(path)
-    check_keys(
-        data,
-        {
-            "block",
-            "allow",
-            "allow_dependencies",
-            "allow_build_outputs",
-            "backend",
-            "on_hidden_change",
-            "engine",
-            "image",
-            "mounts",
-            "max_masks",
-        },
-        path,
-        text,
-    )
+def _read(keys: tuple[Key, ...], cfg: object, data: Mapping[str, object], path: str, text: str) -> None:
+    """Check a file's data against its table and set what it holds on `cfg`: a list entry by entry through
+    its key's `each`, any other value as written, or the table's default. Keys are checked in the table's
+    order, so of several mistakes the same one is reported first every time."""
+    check_keys(data, {key.name for key in keys}, path, text)
     home = os.path.expanduser("~")
-    for entry, line in strings(data, "block", path, text):
-        _pattern_entry(entry, path, line, "block")
-        source = f"{_tilde(path, home)}:{line}"
-        if entry.startswith(("/", "~")):
-            expanded = os.path.expanduser(entry)
-            if expanded.startswith("~"):
-                raise ConfigError(f"{path}:{line}: cannot expand {entry!r}", "write ~/… or an absolute path")
-            cfg.block_paths.append((os.path.normpath(expanded), source))
-        else:
-            cfg.block_patterns.append(Pattern(entry, source, USER))
-    for entry, line in strings(data, "allow", path, text):
-        _pattern_entry(entry, path, line, "allow")
-        _check_inside(entry, path, line, "allow")
-        cfg.allow.append(Pattern(entry, f"{_tilde(path, home)}:{line}", USER))
-    for key in ("allow_dependencies", "allow_build_outputs"):
-        flag = data.get(key, True)
-        if not isinstance(flag, bool):
-            raise ConfigError(f"{path}:{_line_of(text, key)}: `{key}` must be true or false")
-        setattr(cfg, key, flag)
-    backend = data.get("backend", "auto")
-    if backend not in BACKENDS:
-        raise ConfigError(
-            f"{path}:{_line_of(text, 'backend')}: unknown backend {backend!r}",
-            f"use one of: {', '.join(BACKENDS)}",
-        )
-    cfg.backend = backend
-    change = data.get("on_hidden_change", "end")
-    if change not in ON_HIDDEN_CHANGE:
-        raise ConfigError(
-            f"{path}:{_line_of(text, 'on_hidden_change')}: unknown on_hidden_change {change!r}",
-            f"use one of: {', '.join(ON_HIDDEN_CHANGE)}",
-        )
-    cfg.on_hidden_change = change
-    engine = data.get("engine", "docker")
-    if engine not in ENGINES:
-        raise ConfigError(
-            f"{path}:{_line_of(text, 'engine')}: unknown engine {engine!r}", f"use one of: {', '.join(ENGINES)}"
-        )
-    cfg.engine = engine
-    image = data.get("image", "")
-    if not isinstance(image, str):
-        raise ConfigError(
-            f"{path}:{_line_of(text, 'image')}: `image` must be a string", 'e.g. image = "ai-sandbox-agent"'
-        )
-    cfg.image = image
-    for entry, line in strings(data, "mounts", path, text):
+    for key in keys:
+        if key.each is not None:
+            for entry, line in strings(data, key.name, path, text):
+                key.each(cfg, entry, path, line, home)
+            continue
+        given = data.get(key.name, key.default)
+        if key.name in data:
+            wrong = _refusal(key, given)
+            if wrong is not None:
+                raise ConfigError(f"{path}:{_line_of(text, key.name)}: {wrong[0]}", wrong[1])
+        setattr(cfg, key.name, given)
+
+
+def _refusal(key: Key, given: object) -> tuple[str, str] | None:
+    """What is wrong with a value that is not a list, and the hint; None when it is valid."""
+    name = key.name
+    if key.kind == "bool":
+        return None if isinstance(given, bool) else (f"`{name}` must be true or false", key.hint)
+    if key.kind == "choice":
+        return None if given in key.choices else (f"unknown {name} {given!r}", f"use one of: {', '.join(key.choices)}")
+    if key.kind == "string":
+        return None if isinstance(given, str) else (f"`{name}` must be a string", key.hint)
+    if key.kind == "count":
+        if type(given) is int and 0 < given <= key.high:
+            return None
+        return f"`{name}` must be a whole number from 1 to {key.high:,}", key.hint
+    raise AssertionError(f"config key {name}: unknown kind {key.kind!r}")
+
+
+def _user_block(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> None:
+    """A path on this machine (`/…`, `~/…`), hidden in every sandbox, or a pattern hidden in every project."""
+    _pattern_entry(entry, path, line, "block")
+    source = f"{_tilde(path, home)}:{line}"
+    if entry.startswith(("/", "~")):
         expanded = os.path.expanduser(entry)
-        if not os.path.isabs(expanded):
-            raise ConfigError(
-                f"{path}:{line}: mount {entry!r} is not an absolute or ~/ path", 'e.g. mounts = ["~/.gitconfig"]'
-            )
-        cfg.mounts.append(entry)
-    if "max_masks" in data:
-        limit = data["max_masks"]
-        if type(limit) is not int or not 0 < limit <= MAX_MASKS:
-            raise ConfigError(
-                f"{path}:{_line_of(text, 'max_masks')}: `max_masks` must be a whole number from 1 to {MAX_MASKS:,}",
-                "the kernel allows about 100,000 mounts in all; leave it out to use the backend's own limit",
-            )
-        cfg.max_masks = limit
+        if expanded.startswith("~"):
+            raise ConfigError(f"{path}:{line}: cannot expand {entry!r}", "write ~/… or an absolute path")
+        cfg.block_paths.append((os.path.normpath(expanded), source))
+    else:
+        cfg.block_patterns.append(Pattern(entry, source, USER))
+
+
+def _user_allow(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> None:
+    _pattern_entry(entry, path, line, "allow")
+    _check_inside(entry, path, line, "allow")
+    cfg.allow.append(Pattern(entry, f"{_tilde(path, home)}:{line}", USER))
+
+
+def _mount(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> None:
+    if not os.path.isabs(os.path.expanduser(entry)):
+        raise ConfigError(
+            f"{path}:{line}: mount {entry!r} is not an absolute or ~/ path", 'e.g. mounts = ["~/.gitconfig"]'
+        )
+    cfg.mounts.append(entry)
+
+
+def _project_block(cfg: ProjectConfig, entry: str, path: str, line: int, home: str) -> None:
+    _pattern_entry(entry, path, line, "block")
+    _add_block(cfg, entry, f"{PROJECT_FILE}:{line}", path, line, home)
+
+
+def _project_allow(cfg: ProjectConfig, entry: str, path: str, line: int, home: str) -> None:
+    _pattern_entry(entry, path, line, "allow")
+    _check_inside(entry, path, line, "allow")
+    cfg.allow.append(Pattern(entry, f"{PROJECT_FILE}:{line}", PROJECT))
+
+
+# The keys of ~/.config/ai-sandbox/config.toml, in the order they are checked.
+USER_KEYS = (
+    Key(
+        "block",
+        "list",
+        (),
+        "an entry starting with `/` or `~` is a path on this machine, hidden in every sandbox; any other entry "
+        "is a gitignore-style pattern hidden in every project",
+        items="strings",
+        each=_user_block,
+    ),
+    Key(
+        "allow",
+        "list",
+        (),
+        "git-ignored patterns kept readable in every project (extends the tool allowlist)",
+        items="patterns",
+        each=_user_allow,
+    ),
+    Key("allow_dependencies", "bool", True, "keep dependency directories (`node_modules/`, `.venv/`, …) readable"),
+    Key(
+        "allow_build_outputs",
+        "bool",
+        True,
+        "keep build outputs and logs (`dist/`, `build/`, `*.log`, …) readable and writable; secret-looking "
+        "names inside stay hidden",
+    ),
+    Key(
+        "backend",
+        "choice",
+        "auto",
+        "the sandbox backend; `auto` is firejail on Linux, docker on macOS",
+        choices=BACKENDS,
+    ),
+    Key(
+        "on_hidden_change",
+        "choice",
+        "end",
+        "what to do when a hidden path is replaced from outside during a session: end it, or only warn "
+        "(see threat model)",
+        choices=ON_HIDDEN_CHANGE,
+    ),
+    Key("engine", "choice", "docker", "the docker backend's container CLI", choices=ENGINES),
+    Key(
+        "image",
+        "string",
+        "",
+        "the docker backend's image when neither `--image` nor the agent's profile names one; empty: "
+        "`ai-sandbox-agent`",
+        hint='e.g. image = "ai-sandbox-agent"',
+    ),
+    Key(
+        "mounts",
+        "list",
+        (),
+        "more host paths the docker backend mounts read-write (e.g. `~/.gitconfig`); your `block` entries "
+        "inside them are masked",
+        items="absolute or `~/` paths",
+        each=_mount,
+    ),
+    Key(
+        "max_masks",
+        "count",
+        0,
+        "the most masks a launch may mount; default the backend's own (firejail 30,000, docker 2,000, rootless "
+        'podman fewer: see "The docker backend"). Past it, directories are hidden whole (see Performance)',
+        high=MAX_MASKS,
+        hint="the kernel allows about 100,000 mounts in all; leave it out to use the backend's own limit",
+    ),
+)
+
+# The keys of a project's .ai-sandbox.toml, in the order they are checked.
+PROJECT_KEYS = (
+    Key(
+        "block",
+        "list",
+        (),
+        "gitignore-style patterns (relative to the git root, `!` negates, a leading `/` anchors) hidden even "
+        "when tracked; `~/…` names a path in your home",
+        items="strings",
+        each=_project_block,
+    ),
+    Key(
+        "allow",
+        "list",
+        (),
+        "git-ignored paths the agent may read; inside the project only",
+        items="patterns",
+        each=_project_allow,
+    ),
+)
+
+
+def load_user(env: Mapping[str, str] = os.environ) -> UserConfig:
+    path = os.path.join(config_home(env), "config.toml")
+    cfg = UserConfig(path=path, exists=os.path.exists(path))
+    data, text = load_toml(path) if cfg.exists else ({}, "")
+    _read(USER_KEYS, cfg, data, path, text)  # an absent file: the table's defaults
     return cfg
+
+
+def _type_column(key: Key) -> str:
+    if key.kind == "list":
+        return f"list of {key.items}"
+    if key.kind == "bool":
+        return f"bool, default `{str(key.default).lower()}`"
+    if key.kind == "choice":
+        quoted = [f'`"{c}"`' + (" (default)" if c == key.default else "") for c in key.choices]
+        return ", ".join(quoted[:-1]) + " or " + quoted[-1]
+    if key.kind == "count":
+        return f"whole number, 1 to {key.high:,}"
+    return f'string, default `"{key.default}"`' if key.default else "string"
+
+
+def reference() -> str:
+    """README's configuration reference (between its `config-reference` markers), from the tables."""
+    out = []
+    for title, keys in (
+        ("`~/.config/ai-sandbox/config.toml` (see `examples/config.toml`):", USER_KEYS),
+        ("`.ai-sandbox.toml` at the git root (see `examples/ai-sandbox.toml`):", PROJECT_KEYS),
+    ):
+        out += ["", title, "", "| key | type | meaning |", "| --- | --- | --- |"]
+        out += [f"| `{key.name}` | {_type_column(key)} | {key.doc} |" for key in keys]
+    return "\n".join(out[1:]) + "\n"
 
 
 def _tilde(path: str, home: str) -> str:
@@ -374,20 +512,13 @@ def load_project(root: str) -> ProjectConfig:
     cfg = ProjectConfig()
     toml_path = os.path.join(root, PROJECT_FILE)
     legacy_path = os.path.join(root, LEGACY_FILE)
-    home = os.path.expanduser("~")
     if _present(toml_path):
         cfg.files.append(toml_path)
         data, text = load_toml(toml_path, root)
-        check_keys(data, {"block", "allow"}, toml_path, text)
-        for entry, line in strings(data, "block", toml_path, text):
-            _pattern_entry(entry, toml_path, line, "block")
-            _add_block(cfg, entry, f"{PROJECT_FILE}:{line}", toml_path, line, home)
-        for entry, line in strings(data, "allow", toml_path, text):
-            _pattern_entry(entry, toml_path, line, "allow")
-            _check_inside(entry, toml_path, line, "allow")
-            cfg.allow.append(Pattern(entry, f"{PROJECT_FILE}:{line}", PROJECT))
+        _read(PROJECT_KEYS, cfg, data, toml_path, text)
     if _present(legacy_path):
         cfg.files.append(legacy_path)
+        home = os.path.expanduser("~")
         try:
             text = read_config(legacy_path, root).decode("utf-8")
         except UnicodeDecodeError as e:
@@ -444,7 +575,7 @@ def _add_block(cfg: ProjectConfig, entry: str, source: str, path: str, line: int
 
 def check_project_allow(project_cfg: ProjectConfig, user_cfg: UserConfig, root: str) -> None:
     """A cloned repository must not weaken the user's rules: refuse an allow that names a global block."""
-    from ai_sandbox.patterns import PatternSet  # noqa: PLC0415
+    from ai_sandbox.patterns import PatternSet
 
     global_texts = {p.text.strip("/") for p in user_cfg.block_patterns}
     prefix = root.rstrip("/") + "/"
@@ -498,3 +629,11 @@ def legacy_for_toml(root: str) -> tuple[list[str], list[str], list[str]]:
         else:
             allow.append(_legacy_rel(entry, root))
     return block, allow, left
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--reference"]:
+        sys.exit("usage: python -m ai_sandbox.config --reference  (prints README's configuration reference)")
+    print(reference(), end="")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +97,108 @@ def test_a_remembered_parse_is_used_only_for_the_same_bytes(tmp_path, monkeypatc
     assert [p.text for p in cfg.block_patterns] == ["*.key"]
     with pytest.raises(ConfigError):
         user_cfg(tmp_path, "block = [\n")  # a broken file is never served from the cache
+
+
+# The exact refusal of each kind of key, and which of several mistakes is reported (the table's order).
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('mounts = "~/x"', '{path}:1: `mounts` must be a list of strings — write it as mounts = ["path/", "*.pem"]'),
+        (
+            'allow = ["#c"]',
+            "{path}:1: `allow` entry '#c' matches nothing (a comment or a bare `!` in gitignore syntax) — write \\# to match a name that starts with #",
+        ),
+        ('allow_build_outputs = "no"', "{path}:1: `allow_build_outputs` must be true or false"),
+        ("backend = []", "{path}:1: unknown backend [] — use one of: auto, firejail, docker"),
+        ("engine = 3", "{path}:1: unknown engine 3 — use one of: docker, podman"),
+        ('image = ["x"]', '{path}:1: `image` must be a string — e.g. image = "ai-sandbox-agent"'),
+        (
+            'mounts = ["relative/path"]',
+            "{path}:1: mount 'relative/path' is not an absolute or ~/ path — e.g. mounts = [\"~/.gitconfig\"]",
+        ),
+        *[
+            (
+                f"max_masks = {v}",
+                "{path}:1: `max_masks` must be a whole number from 1 to 90,000 — the kernel allows about 100,000 mounts in all; leave it out to use the backend's own limit",
+            )
+            for v in ("0", "90001", "true", "1.5", '"10"')
+        ],
+        (
+            "[extra]\nblock = []",
+            "{path}:1: unknown key `extra` — known keys: allow, allow_build_outputs, allow_dependencies, backend, block, engine, image, max_masks, mounts, on_hidden_change",
+        ),
+        (
+            'allow = 1\nblock = ["~nosuchuser/x"]',
+            "{path}:2: cannot expand '~nosuchuser/x' — write ~/… or an absolute path",
+        ),
+        ('max_masks = 0\nbackend = "x"', "{path}:2: unknown backend 'x' — use one of: auto, firejail, docker"),
+        ('engine = "x"\non_hidden_change = "y"', "{path}:2: unknown on_hidden_change 'y' — use one of: end, warn"),
+    ],
+)
+def test_user_config_refusals_are_exact(tmp_path, text, message):
+    with pytest.raises(ConfigError) as exc:
+        user_cfg(tmp_path, text + "\n")
+    assert str(exc.value) == message.format(path=tmp_path / "ai-sandbox" / "config.toml")
+
+
+def test_every_user_key_loads(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", "/home/u")
+    cfg = user_cfg(
+        tmp_path,
+        'allow_dependencies = false\nallow_build_outputs = false\nbackend = "docker"\non_hidden_change = "warn"\n'
+        'engine = "podman"\nimage = "img"\nmounts = ["~/.gitconfig", "/etc/x"]\nmax_masks = 90000\n',
+    )
+    assert (cfg.allow_dependencies, cfg.allow_build_outputs, cfg.backend, cfg.on_hidden_change) == (
+        False,
+        False,
+        "docker",
+        "warn",
+    )
+    assert (cfg.engine, cfg.image, cfg.mounts, cfg.max_masks) == ("podman", "img", ["~/.gitconfig", "/etc/x"], 90000)
+
+
+def test_load_user_takes_any_mapping(tmp_path):
+    from types import MappingProxyType
+
+    user_cfg(tmp_path, 'backend = "firejail"\n')
+    assert config.load_user(MappingProxyType({"XDG_CONFIG_HOME": str(tmp_path)})).backend == "firejail"
+
+
+def test_the_tables_agree_with_the_records():
+    """A record made without a file (UserConfig(path=...)) has the defaults a file without the key gets."""
+    fields = config.UserConfig._fields
+    for key in config.USER_KEYS + config.PROJECT_KEYS:
+        assert (key.kind == "list") == (key.each is not None), key.name
+        assert key.kind in ("list", "bool", "choice", "string", "count"), key.name
+        assert key.doc and "\n" not in key.doc and "|" not in key.doc, key.name
+        if key.kind == "choice":
+            assert key.default in key.choices, key.name
+    defaults = config.UserConfig(path="p")
+    for key in config.USER_KEYS:
+        if key.kind != "list":
+            assert key.name in fields and getattr(defaults, key.name) == key.default, key.name
+    assert config.load_user({"XDG_CONFIG_HOME": "/nonexistent"}) == config.UserConfig(
+        path="/nonexistent/ai-sandbox/config.toml"
+    )
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_config_reference_is_the_generated_one():
+    """README's key reference is generated from the tables: regenerate it rather than edit it."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("<!-- config-reference:start")
+    start = text.index("-->\n", start) + len("-->\n")
+    block = text[start : text.index("<!-- config-reference:end -->", start)]
+    assert block.strip("\n") == config.reference().strip("\n"), (
+        "README.md's configuration reference differs from config.py's tables: paste the output of "
+        "`python -m ai_sandbox.config --reference` between its config-reference markers"
+    )
+
+
+def test_the_reference_command_prints_the_reference():
+    out = subprocess.run(
+        [sys.executable, "-m", "ai_sandbox.config", "--reference"], capture_output=True, text=True, check=True
+    ).stdout
+    assert out == config.reference()

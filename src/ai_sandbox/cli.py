@@ -1,15 +1,18 @@
 """The typer app: help, shell completion and (as they arrive) the subcommands. No policy logic here.
 
-The launch itself (`ai-sandbox AGENT …`) is parsed in `main` without typer; the options below are the
-same set, declared again so `--help` documents them.
+The launch itself (`ai-sandbox AGENT …`) is parsed in `main` without typer. The root's options are
+generated from `main.OPTIONS`, the one declaration both parsers read.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 
 import typer
+
+from ai_sandbox.main import OPTIONS
 
 HELP = """Run an AI coding agent, or any command, in a sandbox that hides the secrets next to your code.
 
@@ -29,35 +32,41 @@ app = typer.Typer(
     help=HELP,
     add_completion=True,
     no_args_is_help=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": [n for o in OPTIONS if o.name == "--help" for n in o.names]},
     rich_markup_mode=None,
     subcommand_metavar="AGENT [ARGS]...",
     pretty_exceptions_enable=False,
 )
 
 
-@app.callback(invoke_without_command=True)
-def root(
-    ctx: typer.Context,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and the backend command; run nothing."),
-    backend: str = typer.Option(
-        None,
-        "--backend",
-        help="Sandbox backend: auto, firejail or docker (config: backend; auto is firejail on Linux, docker on macOS).",
-    ),
-    engine: str = typer.Option(
-        None, "--engine", help="Container CLI for the docker backend: docker or podman (config: engine)."
-    ),
-    image: str = typer.Option(
-        None, "--image", help="Image for the docker backend (config: image; a profile may set its own)."
-    ),
-    debug: bool = typer.Option(False, "--debug", help="Show a traceback on internal errors."),
-    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
-) -> None:
+def root(ctx: typer.Context, **_options: object) -> None:
+    """The root: its options (a signature generated from main.OPTIONS) are for --help, completion and
+    `_root_opts`; a launch never comes here."""
     if ctx.invoked_subcommand is None:
         typer.echo("usage: ai-sandbox [OPTIONS] AGENT [ARGS]...   or   ai-sandbox [OPTIONS] -- COMMAND [ARGS]...")
         typer.echo("Try 'ai-sandbox --help' for help.")
         raise typer.Exit(64)
+
+
+# typer reads a callback's parameters from inspect.signature, which honours __signature__: one typer
+# option per entry of OPTIONS, so the launch parser and --help cannot drift apart. Help and completion
+# are typer's own (help_option_names above, add_completion).
+root.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+    [
+        inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
+        *(
+            inspect.Parameter(
+                o.dest,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=str if o.metavar else bool,
+                default=typer.Option(None if o.metavar else False, *o.names, metavar=o.metavar or None, help=o.help),
+            )
+            for o in OPTIONS
+            if not o.to_typer
+        ),
+    ]
+)
+app.callback(invoke_without_command=True)(root)
 
 
 def _root_opts(ctx: typer.Context) -> dict[str, str | None]:

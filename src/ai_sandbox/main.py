@@ -1,56 +1,95 @@
-"""Entry point. `ai-sandbox AGENT …` is parsed here by hand so the launch path never imports typer or
-rich (~90 ms together); help and the subcommands go to the typer app in `cli`.
+"""Entry point. The options of ai-sandbox are declared once, in `OPTIONS`: argparse parses the launch
+(`ai-sandbox [OPTIONS] AGENT …`) from it, and `cli` generates the typer root from it for `--help`,
+completion and the subcommands. The launch path never imports typer or rich (~90 ms together); argparse
+costs ~2 ms.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
 from ai_sandbox.errors import EXIT_INTERNAL, EXIT_USAGE, SandboxError, UsageError
 
-# Options of ai-sandbox itself; they come before the agent. cli.py documents the same set for --help,
-# and a test keeps the two in step.
-FLAGS = {"--dry-run", "--debug"}
-VALUED = {"--backend", "--engine", "--image"}
-HELP = {"-h", "--help"}
+
+class Option:
+    """One option of ai-sandbox itself; options come before the agent. `metavar` set: it takes a value.
+    `to_typer`: main hands the whole command line to the typer app, which answers it (help, completion)."""
+
+    __slots__ = ("names", "help", "metavar", "to_typer")
+
+    def __init__(self, names: tuple[str, ...], help: str, metavar: str = "", to_typer: bool = False) -> None:  # noqa: A002
+        self.names, self.help, self.metavar, self.to_typer = names, help, metavar, to_typer
+
+    @property
+    def name(self) -> str:
+        return self.names[-1]
+
+    @property
+    def dest(self) -> str:
+        return self.name.lstrip("-").replace("-", "_")
+
+
+OPTIONS = (
+    Option(("--dry-run",), "Print the plan and the backend command; run nothing."),
+    Option(
+        ("--backend",),
+        "Sandbox backend (config: backend; auto is firejail on Linux, docker on macOS).",
+        "auto|firejail|docker",
+    ),
+    Option(("--engine",), "Container CLI for the docker backend (config: engine).", "docker|podman"),
+    Option(("--image",), "Image for the docker backend (config: image; a profile may set its own).", "NAME"),
+    Option(("--debug",), "Show a traceback on internal errors."),
+    Option(("--version",), "Print the version and exit."),
+    Option(("-h", "--help"), "Show this message and exit.", to_typer=True),
+    # typer declares these two itself (Typer(add_completion=True)); listed so they reach it.
+    Option(("--install-completion",), "Install completion for the current shell.", to_typer=True),
+    Option(("--show-completion",), "Show completion for the current shell.", to_typer=True),
+)
 SUBCOMMANDS = {"explain", "init", "doctor", "alias", "profiles", "accept"}
 
 
-def parse(argv: list[str]) -> tuple[dict[str, str | bool], list[str], bool]:
-    """(options, the agent's argv, whether it came after `--`). Nothing after the agent is ours."""
-    opts: dict[str, str | bool] = {}
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "--":
-            return opts, argv[i + 1 :], True
-        if not arg.startswith("-") or arg == "-":
-            return opts, argv[i:], False
-        name, eq, value = arg.partition("=")
-        if name in FLAGS and not eq:
-            opts[name] = True
-        elif name in VALUED:
-            if not eq:
-                i += 1
-                if i >= len(argv):
-                    raise UsageError(f"{name} needs a value", "see `ai-sandbox --help`")
-                value = argv[i]
-            opts[name] = value
-        elif arg in HELP or arg == "--version" or arg in ("--install-completion", "--show-completion"):
-            opts[arg] = True
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]  # raises, never exits
+        raise UsageError(message, "see `ai-sandbox --help`")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The launch parser: OPTIONS, then the agent and everything after it, verbatim (REMAINDER)."""
+    p = _Parser(prog="ai-sandbox", add_help=False, allow_abbrev=False)
+    for o in OPTIONS:
+        if o.metavar:
+            p.add_argument(*o.names, dest=o.dest, metavar=o.metavar, help=o.help)
         else:
-            raise UsageError(f"unknown option {arg!r}", "options of ai-sandbox come before the agent; see --help")
-        i += 1
-    return opts, [], False
+            p.add_argument(*o.names, dest=o.dest, action="store_true", help=o.help)
+    p.add_argument("agent", nargs=argparse.REMAINDER)
+    return p
+
+
+def parse(argv: list[str]) -> tuple[dict[str, str | bool], list[str], bool]:
+    """(options given, keyed by long name; the agent's argv; whether it came after `--`). Parsing stops at
+    the first word that is not an option of ours, or at `--`: nothing after it is ours."""
+    ns, unknown = parser().parse_known_args(argv)
+    rest: list[str] = ns.agent
+    is_command = rest[:1] == ["--"]  # REMAINDER keeps the `--` that ended our options
+    if is_command:
+        rest = rest[1:]
+    elif rest and rest[0].startswith("-") and rest[0] != "-":
+        unknown.insert(0, rest[0])  # argparse takes "-1" or "-x y" for a word; for us they are options
+    if unknown:
+        raise UsageError(f"unknown option {unknown[0]!r}", "options of ai-sandbox come before the agent; see --help")
+    opts = {o.name: v for o in OPTIONS if (v := getattr(ns, o.dest)) not in (None, False)}
+    return opts, rest, is_command
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    debug = "--debug" in argv[: argv.index("--")] if "--" in argv else "--debug" in argv
+    debug = False  # ours only if given before the agent: the agent's own --debug is the agent's
     try:
         opts, rest, is_command = parse(argv)
-        if any(k in opts for k in HELP) or "--install-completion" in opts or "--show-completion" in opts:
+        debug = bool(opts.get("--debug"))
+        if any(o.to_typer and o.name in opts for o in OPTIONS):
             return _typer(argv)
         if "--version" in opts:
             from ai_sandbox import __version__  # noqa: PLC0415
@@ -91,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _typer(argv: list[str]) -> int:
+    """Help, completion and the subcommands. The typer root re-reads the options before the subcommand
+    (`ai-sandbox --backend docker explain`): cli generates it from the same OPTIONS."""
     from ai_sandbox.cli import app  # noqa: PLC0415
 
     try:

@@ -1,9 +1,12 @@
-"""The command line: the hand-written launch parser and the typer help stay in step."""
+"""The command line: one declaration of our options (main.OPTIONS) read by the launch parser and the typer
+root; nothing after the agent is ours."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import types
 
 import pytest
 
@@ -20,28 +23,88 @@ from tests.conftest import AIS, PY
         (["--backend", "firejail", "--", "echo", "--help"], {"--backend": "firejail"}, ["echo", "--help"], True),
         (["--backend=auto", "x"], {"--backend": "auto"}, ["x"], False),
         (["--", "--weird"], {}, ["--weird"], True),
+        (["--image", "x", "--engine=podman", "t"], {"--image": "x", "--engine": "podman"}, ["t"], False),
+        (["mytool", "--debug", "-h", "--version"], {}, ["mytool", "--debug", "-h", "--version"], False),
+        (["--debug", "--", "t", "--", "--help"], {"--debug": True}, ["t", "--", "--help"], True),
+        (["-", "x"], {}, ["-", "x"], False),
+        ([], {}, [], False),
     ],
 )
 def test_parse(argv, opts, rest, is_cmd):
     assert main.parse(argv) == (opts, rest, is_cmd)
 
 
-@pytest.mark.parametrize("argv", [["--nope", "claude"], ["--backend"]])
-def test_parse_errors(argv):
-    with pytest.raises(UsageError):
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--nope", "claude"], "unknown option '--nope'"),
+        (["--dry", "claude"], "unknown option '--dry'"),  # no abbreviations
+        (["-1", "claude"], "unknown option '-1'"),
+        (["-x y", "claude"], "unknown option '-x y'"),
+        (["--backend"], "--backend"),
+        (["--dry-run=yes", "claude"], "--dry-run"),
+    ],
+)
+def test_parse_errors(argv, message):
+    with pytest.raises(UsageError, match=message):
         main.parse(argv)
 
 
-def test_help_documents_every_launch_option():
+@pytest.fixture
+def failing_launch(monkeypatch):
+    """A launch that hits a bug in ai-sandbox: the requests it got are recorded, then it raises."""
+    seen = []
+
+    def run(req):
+        seen.append(req)
+        raise RuntimeError("a bug")
+
+    fake = types.SimpleNamespace(Request=lambda **kw: types.SimpleNamespace(**kw), run=run)
+    monkeypatch.setitem(sys.modules, "ai_sandbox.launch", fake)
+    return seen
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["mytool", "--debug"], ["--", "tool", "--debug"], ["mytool", "--", "--debug"], ["--dry-run", "t", "--debug"]],
+)
+def test_the_agents_own_debug_is_the_agents(failing_launch, argv, capsys):
+    """An agent's `--debug` (or `-h`, `--version`) is its own: it never turns on ai-sandbox's tracebacks."""
+    assert main.main(argv) == 70
+    assert "internal error: RuntimeError: a bug" in capsys.readouterr().err
+    assert failing_launch[0].argv[-1] == "--debug"
+
+
+def test_our_debug_before_the_agent_shows_the_traceback(failing_launch):
+    with pytest.raises(RuntimeError):
+        main.main(["--debug", "mytool"])
+
+
+def test_help_documents_every_option_and_command():
+    from ai_sandbox.cli import app
+
     out = subprocess.run([AIS, "--help"], capture_output=True, text=True, check=True).stdout
-    for opt in sorted(main.FLAGS | main.VALUED | {"--version"}):
-        assert opt in out
+    assert "Usage: ai-sandbox [OPTIONS] AGENT [ARGS]..." in out
+    for o in main.OPTIONS:
+        assert f"{', '.join(o.names)} {o.metavar}".strip() in out
+    commands = {c.name or c.callback.__name__ for c in app.registered_commands}
+    assert commands == main.SUBCOMMANDS
+    for name in commands:
+        assert f"\n  {name} " in out
+
+
+def test_options_before_a_command_reach_it(tmp_path):
+    res = subprocess.run([AIS, "--backend=nope", "explain"], capture_output=True, text=True, cwd=tmp_path)
+    assert res.returncode == 64 and "unknown backend 'nope'" in res.stderr
 
 
 def test_usage_errors_exit_64_in_one_line():
     res = subprocess.run([AIS, "--nope", "claude"], capture_output=True, text=True)
     assert res.returncode == 64
     assert res.stderr.count("\n") == 1 and "unknown option '--nope'" in res.stderr
+    res = subprocess.run([AIS, "--backend"], capture_output=True, text=True)
+    assert res.returncode == 64
+    assert res.stderr.startswith("ai-sandbox: error: ") and res.stderr.count("\n") == 1
     res = subprocess.run([AIS], capture_output=True, text=True)
     assert res.returncode == 64
 

@@ -181,7 +181,16 @@ def _policy_check(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: s
     from ai_sandbox.launch import Request, prepare  # noqa: PLC0415
 
     try:
-        prepared = prepare(Request(argv=["true"], is_command=True, cwd=cwd, env=env, **opts), resolve=False)
+        req = Request(
+            ["true"],
+            True,
+            cwd=cwd,
+            env=env,
+            backend=opts.get("backend"),
+            engine=opts.get("engine"),
+            image=opts.get("image"),
+        )
+        prepared = prepare(req, resolve=False)
     except SandboxError as e:
         return Check("project policy", "fail", e.message, e.hint)
     p = prepared.policy

@@ -95,7 +95,10 @@ class Scan:
         return False
 
     def _split_index(self) -> None:
-        tracked, links, skip, seen = [], [], set(), set()
+        tracked: list[str] = []
+        links: list[str] = []
+        skip: set[str] = set()
+        seen: set[bytes] = set()
         for rec in self._index.split(b"\0"):
             if not rec:
                 continue
@@ -393,16 +396,18 @@ def _drain(procs: dict[str, subprocess.Popen[bytes]]) -> tuple[dict[str, bytes],
     chunks: dict[tuple[str, int], list[bytes]] = {}
     for name, proc in procs.items():
         for which, stream in enumerate((proc.stdout, proc.stderr)):
-            sel.register(stream, selectors.EVENT_READ, (name, which))
+            assert stream is not None  # started with stdout and stderr piped
+            sel.register(stream, selectors.EVENT_READ, (name, which, stream))
             chunks[(name, which)] = []
     while sel.get_map():
         for key, _ in sel.select():
             data = os.read(key.fd, 1 << 20)
+            name, which, stream = key.data
             if data:
-                chunks[key.data].append(data)
+                chunks[(name, which)].append(data)
             else:
-                sel.unregister(key.fileobj)
-                key.fileobj.close()
+                sel.unregister(stream)
+                stream.close()
     sel.close()
     for proc in procs.values():
         proc.wait()

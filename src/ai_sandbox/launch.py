@@ -16,11 +16,13 @@ from ai_sandbox.backends import LaunchPlan, Settings, select
 from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
 from ai_sandbox.layers.outputs import OutputListings
 from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, Pattern, PatternSet
-from ai_sandbox.policy import CONFIG, CWD_HIDDEN, LOUD, NOT_GIT, Notice, Policy, build, check_reachable
+from ai_sandbox.policy import CONFIG, LOUD, NOT_GIT, Notice, Policy, build, check_reachable
 from ai_sandbox.records import factory, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from rich.status import Status
+
     from ai_sandbox.backends.protocol import Backend
 
 
@@ -154,32 +156,28 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
         root, repo, user_cfg, project_cfg, detail=detail, memo=paths.project_cache(env, root, "listings")
     )
     outputs = OutputListings(paths.project_cache(env, root, "outputs"), profiles.secret_name)
+    marks = skipworktree.Marks()
     policy = build(
         root,
         collected.entries,
         allowlist(user_cfg, profile, project_cfg),
         in_git=repo is not None,
         home=os.path.realpath(os.path.expanduser("~")),
+        cwd=cwd,
+        notices=notices + [Notice(CONFIG, w) for w in project_cfg.warnings],
+        config_files=([user_cfg.path] if user_cfg.exists else []) + project_cfg.files,
         express=backend.unexpressible,
         limit=user_cfg.max_masks or backend.max_masks,
         secret=profiles.secret_name,
         scandir=outputs.scandir,
+        tracked=lambda p: marks.collect(p, collected.trees),
     )
     outputs.save()
-    notices += [Notice(CONFIG, w) for w in project_cfg.warnings]
-    policy.warnings = notices + policy.warnings
     findings: list[Notice] = []
     if detail:
         from ai_sandbox import audit  # noqa: PLC0415
 
         findings = audit.findings(policy, collected.trees) + state.unhidden_notices(policy, env, cwd)
-    policy.config_files = ([user_cfg.path] if user_cfg.exists else []) + project_cfg.files
-    if (m := policy.hidden(cwd)) is not None:
-        policy.warn(
-            CWD_HIDDEN, f"the current directory is hidden ({m.reason}); the agent will start in a masked directory", cwd
-        )
-    marks = skipworktree.hidden_tracked(policy, collected.trees)
-    policy.tracked = marks.paths
     plan = backend.plan(policy, command, env)
     return Prepared(
         policy, backend, plan, profile, command, collected.trees, on_hidden_change=user_cfg.on_hidden_change, env=env,
@@ -269,7 +267,7 @@ class _SlowNotice:
     delay = 0.4
 
     def __init__(self) -> None:
-        self.status = None
+        self.status: Status | None = None
         self.armed = False
 
     def __enter__(self) -> _SlowNotice:

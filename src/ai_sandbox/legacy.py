@@ -72,7 +72,8 @@ class _Lexer:
         return False
 
     def word(self) -> _Tok:
-        t, line, buf = self.text, self.line, []
+        t, line = self.text, self.line
+        buf: list[str] = []
         while self.i < len(t) and t[self.i] not in " \t\r\n()":
             c = t[self.i]
             if c in "$`" and not self.home(buf):

@@ -10,6 +10,7 @@ escapes, negations); the property tests compare both paths with git itself.
 from __future__ import annotations
 
 import re
+from enum import StrEnum  # already imported by re: free on the launch path
 from fnmatch import fnmatchcase, translate
 
 from ai_sandbox.errors import ConfigError
@@ -27,31 +28,49 @@ _POSIX = {"alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z
 # an allow entry `[.(profile ]env` renders as "... (profile ...)" too). Built-in lists and profiles are not
 # files a session can edit; the user's config is read-only inside but still a rule that may change; a
 # project's files are the agent's to rewrite.
-BUILT_IN, DEPENDENCY, OUTPUT, PROFILE = "built-in", "dependency", "build-output", "profile"
-USER, PROJECT = "user", "project"
-ORIGINS = (BUILT_IN, DEPENDENCY, OUTPUT, PROFILE, USER, PROJECT)
-CODE = frozenset({BUILT_IN, DEPENDENCY, OUTPUT, PROFILE})  # shipped with ai-sandbox or its profiles
+class Origin(StrEnum):
+    BUILT_IN = "built-in"
+    DEPENDENCY = "dependency"
+    OUTPUT = "build-output"
+    PROFILE = "profile"
+    USER = "user"
+    PROJECT = "project"
+
+    @property
+    def shipped(self) -> bool:
+        """Shipped with ai-sandbox or its profiles: not a file a session can edit."""
+        return self in CODE
+
+
+BUILT_IN, DEPENDENCY, OUTPUT, PROFILE = Origin.BUILT_IN, Origin.DEPENDENCY, Origin.OUTPUT, Origin.PROFILE
+USER, PROJECT = Origin.USER, Origin.PROJECT
+ORIGINS = tuple(Origin)
+CODE = frozenset({BUILT_IN, DEPENDENCY, OUTPUT, PROFILE})
 
 
 @value
 class Pattern:
     text: str
     source: str  # where it was written, for people: "built-in", "profile claude", ".ai-sandbox.toml:4"
-    origin: str = PROJECT  # one of ORIGINS; unsaid means the least trusted
+    origin: Origin = PROJECT  # unsaid means the least trusted
+
+
+def _needs_parser(text: str, body: str) -> bool:
+    """What only pathspec matches as git does, whatever the pattern's shape."""
+    return (
+        "**" in body
+        or bool(_SPECIAL & set(body))
+        or body.startswith("#")  # a comment in git's syntax
+        or text[-1].isspace()  # git strips trailing blanks; fnmatch would keep them
+        or "[" in body  # brackets: git's classes (and its errors) differ from fnmatch's
+        or "]" in body
+    )
 
 
 def _is_simple(text: str) -> bool:
+    """A plain name (no `/`), matched with fnmatch on the last component."""
     body = text[:-1] if text.endswith("/") else text
-    return (
-        bool(body)
-        and "/" not in body
-        and "**" not in body
-        and not (_SPECIAL & set(body))
-        and not body.startswith("#")  # a comment in git's syntax
-        and not text[-1].isspace()  # git strips trailing blanks; fnmatch would keep them
-        and "[" not in body  # brackets: git's classes (and its errors) differ from fnmatch's
-        and "]" not in body
-    )
+    return bool(body) and "/" not in body and not _needs_parser(text, body)
 
 
 def _for_pathspec(text: str) -> str:
@@ -71,17 +90,7 @@ def _for_pathspec(text: str) -> str:
 def _anchored_regex(text: str) -> re.Pattern[str] | None:
     """A regex for a wildcard-light pattern holding a `/`; None when it needs the real parser."""
     body = text[:-1] if text.endswith("/") else text
-    if (
-        "/" not in body
-        or "**" in body
-        or "[" in body
-        or "]" in body
-        or _SPECIAL & set(body)
-        or body.startswith("#")
-        or text[-1].isspace()
-        or "\n" in text
-        or "//" in body
-    ):
+    if "/" not in body or _needs_parser(text, body) or "\n" in text or "//" in body:
         return None
     out = []
     for ch in body.lstrip("/"):
@@ -141,7 +150,7 @@ class PatternSet:
         if self._spec is not None:
             rel = rel.replace("\n", _NL)
             res = self._spec.check_file(rel + "/" if is_dir else rel)
-            return self.patterns[res.index] if res.include else None
+            return self.patterns[res.index] if res.include and res.index is not None else None
         name = rel.rsplit("/", 1)[-1]
         if self._anchored:
             return self._match(rel, name, is_dir)

@@ -9,16 +9,60 @@ will run it, only which paths it cannot express.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from enum import StrEnum  # already imported by re: free on the launch path
 
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.fs import below, inside
-from ai_sandbox.patterns import CODE, OUTPUT, PROJECT, PatternSet
+from ai_sandbox.patterns import CODE, OUTPUT, PROJECT, Origin, PatternSet
 from ai_sandbox.records import factory, record, value
 
-GLOBAL, IGNORED, CRYPT, EXPLICIT = "global", "ignored", "git-crypt", "explicit"
-LAYERS = (GLOBAL, IGNORED, CRYPT, EXPLICIT)
+
+class Layer(StrEnum):
+    """Where a hidden path comes from; in this order, the first names a path several layers hide."""
+
+    GLOBAL = "global"  # the user's config.toml
+    IGNORED = "ignored"  # git-ignored
+    CRYPT = "git-crypt"  # encrypted by git-crypt, or its key directory
+    EXPLICIT = "explicit"  # the project's .ai-sandbox.toml
+
+
+GLOBAL, IGNORED, CRYPT, EXPLICIT = Layer.GLOBAL, Layer.IGNORED, Layer.CRYPT, Layer.EXPLICIT
+LAYERS = tuple(Layer)
 _RANK = {layer: i for i, layer in enumerate(LAYERS)}
+
+
+class How(StrEnum):
+    """Why a mask is not exactly the entry that asked for it."""
+
+    EXACT = ""
+    SPLIT = "split"  # a child of an ignored directory split to keep an allowed path inside it readable
+    SYMLINK_TARGET = "symlink target"  # the entry is a link: its target is masked
+    WIDENED = "widened"  # the backend cannot name the entry: its nearest nameable parent is hidden
+    CAPPED = "capped"  # hidden whole to stay within the backend's mask limit
+    COLLAPSED = "collapsed"  # hidden whole because every entry in it was hidden anyway
+
+
+class Kind(StrEnum):
+    """What a notice is about. The launch prints only the loud ones (the agent owns the terminal)."""
+
+    SYMLINK = "symlink"
+    NEVER_MASKED = "never-masked"
+    WIDENED = "widened"
+    ALLOWED_BUT_HIDDEN = "allowed-but-hidden"
+    UNLISTABLE = "unlistable"
+    HISTORY = "history"
+    HARDLINK = "hardlink"
+    CONFIG = "config"
+    NOT_GIT = "not-git"
+    CWD_HIDDEN = "cwd-hidden"
+    UNHIDDEN = "unhidden"
+    CAPPED = "capped"
+
+    @property
+    def loud(self) -> bool:
+        return self in LOUD
+
 
 # Operating-system content: every program in the sandbox reads it and a package manager owns it, so a mask
 # there would break or blind the whole sandbox (an ignored `passwd.link -> /etc/passwd` must never hide
@@ -50,7 +94,7 @@ class Entry:
 
     path: str
     is_dir: bool
-    layer: str
+    layer: Layer
     reason: str
     # git listed it while walking a work tree whose root is a real path: no directory above it (nor the
     # entry itself, when is_dir) is a symlink, so resolving it needs no lstat (a monorepo has thousands)
@@ -63,10 +107,16 @@ class Mask:
 
     path: str
     is_dir: bool
-    layer: str
+    layer: Layer
     reason: str
     origin: str = ""
-    note: str = ""  # why the mask is not the entry itself: "symlink target", "widened: …", "split from …"
+    how: How = How.EXACT  # why the mask is not the entry itself
+    detail: str = ""  # for people: what `how` refers to (the split directory, why it widened, the limit)
+
+    @property
+    def note(self) -> str:
+        """`how` in words, as explain and --dry-run show it."""
+        return _NOTES[self.how].format(self.detail)
 
 
 @value
@@ -77,14 +127,14 @@ class Kept:
     is_dir: bool
     reason: str  # why it would have been hidden
     rule: str  # the allow pattern and where it was written, for people
-    origin: str = PROJECT  # who wrote that pattern (patterns.ORIGINS): what decisions read
+    origin: Origin = PROJECT  # who wrote that pattern: what decisions read
 
 
 @value
 class Notice:
     """Something the user should know about the policy; `kind` lets scripts and the launch filter them."""
 
-    kind: str
+    kind: Kind
     message: str
     path: str = ""
 
@@ -92,19 +142,28 @@ class Notice:
         return self.message
 
 
-# Notice kinds. The launch prints only LOUD ones (the agent owns the terminal); explain shows them all.
 SYMLINK, NEVER_MASKED, WIDENED, ALLOWED_BUT_HIDDEN, UNLISTABLE = (
-    "symlink", "never-masked", "widened", "allowed-but-hidden", "unlistable"
+    Kind.SYMLINK, Kind.NEVER_MASKED, Kind.WIDENED, Kind.ALLOWED_BUT_HIDDEN, Kind.UNLISTABLE
 )  # fmt: skip
-HISTORY, HARDLINK, CONFIG, NOT_GIT, CWD_HIDDEN = "history", "hardlink", "config", "not-git", "cwd-hidden"
-UNHIDDEN, CAPPED = "unhidden", "capped"
+HISTORY, HARDLINK, CONFIG, NOT_GIT, CWD_HIDDEN = Kind.HISTORY, Kind.HARDLINK, Kind.CONFIG, Kind.NOT_GIT, Kind.CWD_HIDDEN
+UNHIDDEN, CAPPED = Kind.UNHIDDEN, Kind.CAPPED
 LOUD = frozenset({CONFIG, NOT_GIT, CWD_HIDDEN, ALLOWED_BUT_HIDDEN, CAPPED})
-CAP_NOTE = "widened: over the mask limit"  # how a mask hidden whole for the backend's limit is noted
-COLLAPSE_NOTE = "collapsed: every entry in it is hidden"  # the same, with nothing readable lost
+_NOTES = {
+    How.EXACT: "",
+    How.SPLIT: "split from {}",
+    How.SYMLINK_TARGET: "symlink target",
+    How.WIDENED: "widened: {}",
+    How.CAPPED: "widened: over the mask limit of {}",
+    How.COLLAPSED: "collapsed: every entry in it is hidden",
+}
+MERGED = frozenset({How.CAPPED, How.COLLAPSED})  # hidden whole for the limit: the record names what is inside
 
 
 @record
 class Policy:
+    """What one launch enforces, finished by `build` and only read after it: the backends, the launch
+    check, explain and --dry-run all read this value."""
+
     root: str
     in_git: bool
     masks: list[Mask] = factory(list)
@@ -116,23 +175,34 @@ class Policy:
     tracked: list[str] = factory(list)  # hidden files git tracks (skipworktree.py marks them for the session)
 
     def hidden(self, path: str) -> Mask | None:
-        """The mask that hides path (itself or an enclosing directory), if any."""
-        key = (id(self.masks), len(self.masks))
-        if getattr(self, "_index_key", None) != key:
-            self._index = {m.path: m for m in self.masks}
-            self._index_key = key
+        """The mask that hides path (itself or an enclosing directory), if any. The masks are indexed at
+        the first question: a finished policy does not change."""
+        find = self.__dict__.get("_find")
+        if find is None:
+            find = self.__dict__["_find"] = finder(self.masks)
+        return find(path)
+
+    def warn(self, kind: Kind, message: str, path: str = "") -> None:
+        self.warnings.append(Notice(kind, message, path))
+
+
+def finder(masks: Iterable[Mask]) -> Callable[[str], Mask | None]:
+    """path -> the mask that hides it (itself or an enclosing directory), or None."""
+    index = {m.path: m for m in masks}
+    dirname = os.path.dirname
+
+    def find(path: str) -> Mask | None:
         p = path
         while True:
-            m = self._index.get(p)
+            m = index.get(p)
             if m is not None and (p == path or m.is_dir):
                 return m
-            parent = os.path.dirname(p)
+            parent = dirname(p)
             if parent == p:
                 return None
             p = parent
 
-    def warn(self, kind: str, message: str, path: str = "") -> None:
-        self.warnings.append(Notice(kind, message, path))
+    return find
 
 
 _SYSTEM_TOP = frozenset(d for d in SYSTEM_DIRS if d.count("/") == 1)
@@ -182,24 +252,66 @@ def build(
     *,
     in_git: bool = True,
     home: str = "",
+    cwd: str = "",
+    notices: Iterable[Notice] = (),
+    config_files: Iterable[str] = (),
     express: Callable[[str], str | None] = lambda p: None,
     listdir: Callable[[str], list[str]] = os.listdir,
-    realpath: Callable[[str], str] = os.path.realpath,
+    realpath: Callable[[str], str] | None = None,
     limit: int = 0,
     secret: Callable[[str], str | None] | None = None,
     scandir: Callable[[str], list[tuple[str, bool]]] | None = None,
+    tracked: Callable[[Policy], list[str]] | None = None,
 ) -> Policy:
-    """Merge the layers' entries into the masks a backend enforces.
+    """The finished policy: the layers' entries merged into the masks a backend enforces, with every notice.
 
     Order matters: allowlists subtract from the ignored layer only; what remains is resolved through
     symlinks, nested masks fold into their parents, and paths the backend cannot express widen to the
     nearest parent it can — or the launch is refused. Past `limit` masks, directories are hidden whole
     (first those with nothing readable left in them) until the backend can mount them all.
-    `secret` names the secret-looking file names that stay hidden inside the build outputs kept readable.
+
+    What the policy asks of the world arrives as functions, so tests can use a throwaway tree: `express`
+    (the backend's limits), `listdir`/`scandir`, `realpath` (None: the real filesystem, each directory
+    resolved once, and what git walked needs no lookup at all), `secret` (the secret-looking names that stay
+    hidden inside the build outputs kept readable) and `tracked` (which hidden files git tracks). `notices`
+    come first in the warnings (what was said before the layers ran); `cwd` is where the agent starts.
     """
-    policy = Policy(root=root, in_git=in_git)
-    candidates: list[Mask] = []
+    policy = Policy(root=root, in_git=in_git, warnings=list(notices), config_files=list(config_files))
     walked: set[str] = set()  # candidates git saw as real directories or files in real directories
+    candidates = _subtract_allowed(entries, root, allow, policy, listdir, walked)
+    if secret is not None:
+        candidates += _secrets_in_outputs(policy, root, allow, secret, scandir or _scandir, walked)
+    protected = _protected(root, home)
+    resolved = _resolve_all(candidates, root, protected, policy, realpath, walked)
+    masks = _fold(resolved, policy)
+    widened = _express(masks, root, protected, express, policy)
+    if widened is not masks:
+        masks = _fold(widened, policy)
+        _warn_allowed_but_hidden(policy, masks, How.WIDENED)
+    if limit and len(masks) > limit:
+        masks = _cap(masks, limit, root, protected, policy, listdir)
+        _warn_allowed_but_hidden(policy, masks, How.CAPPED)
+    policy.masks = masks
+    if cwd and (m := policy.hidden(cwd)) is not None:
+        policy.warn(
+            CWD_HIDDEN, f"the current directory is hidden ({m.reason}); the agent will start in a masked directory", cwd
+        )
+    if tracked is not None:
+        policy.tracked = tracked(policy)
+    return policy
+
+
+def _subtract_allowed(
+    entries: Iterable[Entry],
+    root: str,
+    allow: PatternSet,
+    policy: Policy,
+    listdir: Callable[[str], list[str]],
+    walked: set[str],
+) -> list[Mask]:
+    """The entries as masks, minus the ignored paths an allowlist keeps (policy.kept); a hidden directory
+    holding an allowed path is split. Fills `walked` with the ignored paths git listed from a real tree."""
+    candidates: list[Mask] = []
     cut = len(root.rstrip("/")) + 1
     match, may_match_below = allow.match, allow.may_match_below
     for e in entries:
@@ -213,40 +325,39 @@ def build(
             candidates.append(Mask(e.path, e.is_dir, e.layer, e.reason))  # the usual case, without a call
         else:
             _allow_or_split(e, root, allow, policy, candidates, listdir)
-    if secret is not None:
-        candidates += _secrets_in_outputs(policy, root, allow, secret, scandir or _scandir, walked)
-    protected = _protected(root, home)
-    if realpath is os.path.realpath:
-        realpath = _cached_realpath()
-    resolved = []
-    fast = root != "/" and bool(walked)
+    return candidates
+
+
+def _resolve_all(
+    candidates: list[Mask],
+    root: str,
+    protected: list[str],
+    policy: Policy,
+    realpath: Callable[[str], str] | None,
+    walked: set[str],
+) -> list[Mask]:
+    """Each candidate where it really lands (see _resolve). With the real filesystem, a path git walked
+    strictly inside the project is its own target unless it is a link: no lookup (a monorepo has thousands)."""
+    fast = realpath is None and root != "/" and bool(walked)
+    real = realpath or _cached_realpath()
     kept_out = set(protected)
+    out = []
     for c in candidates:
         if fast and c.path in walked and c.path not in kept_out and (c.is_dir or not os.path.islink(c.path)):
-            resolved.append(c)  # strictly inside the project and not a link: it is its own target
-        elif (m := _resolve(c, root, protected, policy, realpath)) is not None:
-            resolved.append(m)
-    masks = _fold(resolved, policy)
-    widened = _express(masks, root, protected, express, policy)
-    if widened is not masks:
-        policy.masks = _fold(widened, policy)
-        for k in policy.kept:
-            m = policy.hidden(k.path)
-            if m is not None and m.note.startswith("widened"):
-                policy.warn(
-                    ALLOWED_BUT_HIDDEN,
-                    f"{k.path} is allowed but hidden anyway: {m.path} was widened ({m.note})",
-                    k.path,
-                )
-    else:
-        policy.masks = masks
-    if limit and len(policy.masks) > limit:
-        policy.masks = _cap(policy.masks, limit, root, protected, policy, listdir)
-        for k in policy.kept:
-            m = policy.hidden(k.path)
-            if m is not None and m.note.startswith(CAP_NOTE):
-                policy.warn(ALLOWED_BUT_HIDDEN, f"{k.path} is allowed but hidden anyway: {m.path} ({m.note})", k.path)
-    return policy
+            out.append(c)
+        elif (m := _resolve(c, root, protected, policy, real)) is not None:
+            out.append(m)
+    return out
+
+
+def _warn_allowed_but_hidden(policy: Policy, masks: list[Mask], how: How) -> None:
+    """An allowed path that a widened (or capped) mask hides after all: said, never silently."""
+    find = finder(masks)
+    for k in policy.kept:
+        m = find(k.path)
+        if m is not None and m.how == how:
+            said = f"was widened ({m.note})" if how == How.WIDENED else f"({m.note})"
+            policy.warn(ALLOWED_BUT_HIDDEN, f"{k.path} is allowed but hidden anyway: {m.path} {said}", k.path)
 
 
 def _rel(path: str, root: str) -> str:
@@ -269,7 +380,9 @@ def _allow_or_split(
         return
     inner = allow.may_match_below(rel) if e.is_dir else None
     if inner is None:
-        out.append(Mask(e.path, e.is_dir, e.layer, e.reason, note=f"split from {split_from}" if split_from else ""))
+        out.append(
+            Mask(e.path, e.is_dir, e.layer, e.reason, how=How.SPLIT if split_from else How.EXACT, detail=split_from)
+        )
         return
     try:
         children = sorted(listdir(e.path))
@@ -287,8 +400,9 @@ def _allow_or_split(
         _allow_or_split(child_entry, root, allow, policy, out, listdir, split_from or e.path)
     if len(policy.kept) == kept_before:  # nothing inside was allowed after all: hide the directory whole
         del out[out_before:]
-        note = f"split from {split_from}" if split_from else ""
-        out.append(Mask(e.path, e.is_dir, e.layer, e.reason, note=note))
+        out.append(
+            Mask(e.path, e.is_dir, e.layer, e.reason, how=How.SPLIT if split_from else How.EXACT, detail=split_from)
+        )
 
 
 def _scandir(path: str) -> list[tuple[str, bool]]:
@@ -415,7 +529,7 @@ def _resolve(m: Mask, root: str, protected: list[str], policy: Policy, realpath:
                 m.path,
             )
             return None
-        mask = Mask(target, os.path.isdir(target), m.layer, m.reason, origin=m.path, note="symlink target")
+        mask = Mask(target, os.path.isdir(target), m.layer, m.reason, origin=m.path, how=How.SYMLINK_TARGET)
     if inside(root, target):
         if m.layer == GLOBAL:
             raise PolicyError(
@@ -470,7 +584,7 @@ def _refusal(m: Mask, target: str, why: str, root: str) -> PolicyError:
         hint = f'remove the link, or if the agent may read {target}, add "{rel}" to `allow` in .ai-sandbox.toml'
     else:
         hint = f"remove the entry ({m.reason}) or the link"
-    what = "the git-crypt key directory " if m.reason.startswith("git-crypt key") else ""
+    what = "the git-crypt key directory " if m.layer == CRYPT and m.is_dir else ""  # files are never directories
     said = f" (it resolves to {target})" if target != m.path else ""
     return PolicyError(f"cannot hide {what}{m.path}{said}: {why}", hint)
 
@@ -517,8 +631,8 @@ def _express(
                 f"cannot hide {m.path!r} ({why}), and its nearest expressible parent {parent} must stay visible",
                 "rename the file or directory, or move it out of the project",
             )
-        note = f"widened: {os.path.basename(m.path)!r} {why}"
-        out.append(Mask(parent, True, m.layer, m.reason, origin=m.origin or m.path, note=note))
+        detail = f"{os.path.basename(m.path)!r} {why}"
+        out.append(Mask(parent, True, m.layer, m.reason, origin=m.origin or m.path, how=How.WIDENED, detail=detail))
         policy.warn(WIDENED, f"{m.path!r} {why}; hiding its parent {parent} instead", m.path)
     return masks if out is None else out
 
@@ -537,100 +651,17 @@ def _cap(
     3. then the deepest directories holding several masks at any depth. Steps 2 and 3 hide files the agent
        could have read, so the launch says so. Never less is hidden; with nothing left to widen, refuse.
     """
-    import heapq  # noqa: PLC0415 — only a policy over the limit pays for these imports
-
-    dirname, basename = os.path.dirname, os.path.basename
-    inside: dict[str, list[Mask]] = {}  # directory -> the masks right in it (paths are absolute and normal)
-    for m in masks:
-        inside.setdefault(dirname(m.path), []).append(m)
-    direct = {d: {basename(m.path) for m in group} for d, group in inside.items()}  # live masks' names
-    rules = {d: len(group) for d, group in inside.items()}  # how many original masks are right in it
-    below: dict[str, int] = {}  # directory -> live masks at or below it (a merged directory counts once)
-    for d, group in inside.items():
-        while True:
-            below[d] = below.get(d, 0) + len(group)
-            if d == dirname(d):
-                break
-            d = dirname(d)
-    merged: dict[str, str] = {}  # directory -> note
-    count = len(masks)
-
-    def dead(d: str) -> bool:  # merged already, or inside a merged directory
-        while True:
-            if d in merged:
-                return True
-            if d == dirname(d):
-                return False
-            d = dirname(d)
-
-    def merge(d: str, note: str) -> str:
-        nonlocal count
-        gone = below[d] - 1
-        count -= gone
-        merged[d] = note
-        below[d] = 1
-        up = dirname(d)
-        direct.setdefault(up, set()).add(basename(d))
-        q = up
-        while True:
-            below[q] -= gone
-            if q == dirname(q):
-                break
-            q = dirname(q)
-        return up
-
-    ok = {d for d in below if _widenable(d, root, protected)}
-    heap = [(-d.count("/"), d) for d, names in direct.items() if len(names) > 1 and d in ok]
-    heapq.heapify(heap)
-    while heap and count > limit:
-        _, d = heapq.heappop(heap)
-        if dead(d):
-            continue
-        try:
-            names = set(listdir(d))
-        except OSError:
-            continue
-        if names and names <= direct[d]:
-            up = merge(d, COLLAPSE_NOTE)
-            if up in ok and len(direct[up]) > 1:
-                heapq.heappush(heap, (-up.count("/"), up))
-    widened = 0
-    steps = (
-        sorted((d for d, n in rules.items() if n > 1 and d in ok), key=lambda d: (-rules[d], -d.count("/"), d)),
-        sorted(ok, key=lambda d: (-d.count("/"), -below[d], d)),
-    )
-    for order in steps:
-        for d in order:
-            if count <= limit:
-                break
-            if below[d] > 1 and not dead(d):
-                merge(d, f"{CAP_NOTE} of {limit}")
-                widened += 1
-    if count > limit:
+    fit = _Fit(masks)
+    ok = {d for d in fit.below if _widenable(d, root, protected)}
+    fit.collapse_full(ok, limit, listdir)
+    widened = fit.widen(fit.by_side_by_side(ok), limit) + fit.widen(fit.by_depth(ok), limit)
+    if fit.count > limit:
         raise PolicyError(
             f"{len(masks)} paths to hide, more than the backend can mount ({limit}), and hiding their "
             "directories whole would hide the project itself",
             "hide them with fewer entries (a `block` entry for their directory), or raise `max_masks` in your config.toml",
         )
-    out: list[Mask] = []
-    replaced: dict[str, list[Mask]] = {}  # each outermost merged directory -> the masks it stands for
-    for d, group in inside.items():
-        top, q = None, d
-        while True:
-            if q in merged:
-                top = q
-            if q == dirname(q):
-                break
-            q = dirname(q)
-        if top is None:
-            out.extend(group)
-        else:
-            replaced.setdefault(top, []).extend(group)
-    for d, group in replaced.items():
-        layer = min((m.layer for m in group), key=_RANK.__getitem__)
-        out.append(Mask(d, True, layer, f"holds {len(group)} hidden paths, e.g. {group[0].path}", note=merged[d]))
-        policy.covered.extend(group)
-        policy.capped.extend(group)
+    out = fit.masks(policy)
     if widened:
         policy.warn(
             CAPPED,
@@ -638,3 +669,106 @@ def _cap(
             "hidden whole, with what was readable in them (`ai-sandbox --dry-run` lists them; or raise max_masks)",
         )
     return _fold(out, policy)
+
+
+class _Fit:
+    """_cap's bookkeeping: the directories hidden whole so far, and how many masks are left. Paths are
+    absolute and normal."""
+
+    def __init__(self, masks: list[Mask]) -> None:
+        dirname = os.path.dirname
+        self.inside: dict[str, list[Mask]] = {}  # directory -> the masks right in it
+        for m in masks:
+            self.inside.setdefault(dirname(m.path), []).append(m)
+        # directory -> the names of the live masks right in it (a merged directory is one)
+        self.direct = {d: {os.path.basename(m.path) for m in group} for d, group in self.inside.items()}
+        self.rules = {d: len(group) for d, group in self.inside.items()}  # original masks right in it
+        self.below: dict[str, int] = {}  # directory -> live masks at or below it (a merged directory counts once)
+        for d, group in self.inside.items():
+            for q in _up(d):
+                self.below[q] = self.below.get(q, 0) + len(group)
+        self.merged: dict[str, tuple[How, str]] = {}  # directory hidden whole -> how, and the detail
+        self.count = len(masks)
+
+    def dead(self, d: str) -> bool:
+        """Merged already, or inside a merged directory."""
+        return any(q in self.merged for q in _up(d))
+
+    def merge(self, d: str, how: How, detail: str = "") -> str:
+        """Hide d whole; returns its parent."""
+        gone = self.below[d] - 1
+        self.count -= gone
+        self.merged[d] = (how, detail)
+        self.below[d] = 1
+        up = os.path.dirname(d)
+        self.direct.setdefault(up, set()).add(os.path.basename(d))
+        for q in _up(up):
+            self.below[q] -= gone
+        return up
+
+    def collapse_full(self, ok: set[str], limit: int, listdir: Callable[[str], list[str]]) -> None:
+        """Step 1, deepest first: a directory whose every entry is masked is hidden whole (its parent may
+        then be full in turn)."""
+        import heapq  # only a policy over the limit pays for it
+
+        heap = [(-d.count("/"), d) for d, names in self.direct.items() if len(names) > 1 and d in ok]
+        heapq.heapify(heap)
+        while heap and self.count > limit:
+            _, d = heapq.heappop(heap)
+            if self.dead(d):
+                continue
+            try:
+                names = set(listdir(d))
+            except OSError:
+                continue
+            if names and names <= self.direct[d]:
+                up = self.merge(d, How.COLLAPSED)
+                if up in ok and len(self.direct[up]) > 1:
+                    heapq.heappush(heap, (-up.count("/"), up))
+
+    def by_side_by_side(self, ok: set[str]) -> list[str]:
+        """Step 2's order: the most masks right in it first, then the deepest."""
+        rules = self.rules
+        return sorted((d for d, n in rules.items() if n > 1 and d in ok), key=lambda d: (-rules[d], -d.count("/"), d))
+
+    def by_depth(self, ok: set[str]) -> list[str]:
+        """Step 3's order: the deepest first, then the most masks below it."""
+        return sorted(ok, key=lambda d: (-d.count("/"), -self.below[d], d))
+
+    def widen(self, order: list[str], limit: int) -> int:
+        """Hide directories whole in this order until the masks fit; how many were."""
+        n = 0
+        for d in order:
+            if self.count <= limit:
+                break
+            if self.below[d] > 1 and not self.dead(d):
+                self.merge(d, How.CAPPED, str(limit))
+                n += 1
+        return n
+
+    def masks(self, policy: Policy) -> list[Mask]:
+        """The masks left, and one per outermost merged directory (what it stands for is `covered`)."""
+        out: list[Mask] = []
+        replaced: dict[str, list[Mask]] = {}
+        for d, group in self.inside.items():
+            top = next((q for q in reversed(list(_up(d))) if q in self.merged), None)
+            if top is None:
+                out.extend(group)
+            else:
+                replaced.setdefault(top, []).extend(group)
+        for d, group in replaced.items():
+            layer = min((m.layer for m in group), key=_RANK.__getitem__)
+            how, detail = self.merged[d]
+            reason = f"holds {len(group)} hidden paths, e.g. {group[0].path}"
+            out.append(Mask(d, True, layer, reason, how=how, detail=detail))
+            policy.covered.extend(group)
+            policy.capped.extend(group)
+        return out
+
+
+def _up(d: str) -> Iterator[str]:
+    """d and every directory above it, nearest first."""
+    yield d
+    while d != (parent := os.path.dirname(d)):
+        yield parent
+        d = parent

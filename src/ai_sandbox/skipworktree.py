@@ -26,9 +26,13 @@ from ai_sandbox import git
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.fs import below, write_atomic
 from ai_sandbox.paths import project_key, state_dir
-from ai_sandbox.policy import IGNORED, Policy
+from ai_sandbox.policy import IGNORED, How, Policy
 from ai_sandbox.records import factory, record
 from ai_sandbox.state import locked
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ai_sandbox.layers import Tree
 
 _LOCK_WAIT = 2.0  # seconds a launch waits for another git's index.lock before refusing
 _FEW = 16  # file masks looked up in the raw index without decoding it
@@ -50,17 +54,24 @@ class Marks:
     def paths(self) -> list[str]:
         return [os.path.join(tree, p) for tree, paths in self.needs.items() for p in paths]
 
+    def collect(self, policy: Policy, trees: Iterable[Tree]) -> list[str]:
+        """Find the hidden tracked files of this policy (policy.build's `tracked`); their paths."""
+        found = hidden_tracked(policy, trees)
+        self.needs, self.flagged, self.sparse = found.needs, found.flagged, found.sparse
+        return self.paths
 
-def hidden_tracked(policy: Policy, trees: Iterable) -> Marks:
+
+def hidden_tracked(policy: Policy, trees: Iterable[Tree]) -> Marks:
     """The tracked files a mask hides, from each work tree's scan. An ignored path git listed is untracked
     by definition, so only the other masks are looked at: most launches look at none."""
-    masks = [m for m in policy.masks if m.layer != IGNORED or m.note]
+    masks = [m for m in policy.masks if m.layer != IGNORED or m.how != How.EXACT]
     marks = Marks()
     if not masks:
         return marks
     for tree in trees:
         base = os.path.join(policy.root, tree.prefix).rstrip("/") + "/"
-        files, dirs = [], []
+        files: list[str] = []
+        dirs: list[str] = []
         for m in masks:
             if m.path.startswith(base):
                 (dirs if m.is_dir else files).append(m.path[len(base) :])

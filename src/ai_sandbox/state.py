@@ -41,10 +41,9 @@ from ai_sandbox.errors import PolicyError
 from ai_sandbox.fs import inside, some, write_atomic
 from ai_sandbox.paths import project_key, state_dir
 from ai_sandbox.patterns import CODE, DEPENDENCY, OUTPUT
-from ai_sandbox.policy import CAP_NOTE, COLLAPSE_NOTE, UNHIDDEN, Notice, Policy
+from ai_sandbox.policy import MERGED, UNHIDDEN, Notice, Policy
 
 MAGIC = b"ai-sandbox hidden 2\0"  # then (path, "DEV:INO" of its directory or "-") pairs, NUL-terminated
-_MERGED = (CAP_NOTE, COLLAPSE_NOTE)
 _NONE = b"-"
 
 
@@ -161,7 +160,7 @@ def _content(policy: Policy, ids: dict[str, bytes]) -> bytes:
     """The masks the rules asked for, each with its directory's id. A directory hidden whole only to fit the
     backend's limit is recorded as the paths inside it, or a later launch under the limit would look like
     an un-hiding. (One lstat per directory holding masks: a monorepo's 6,000 masks sit in 2,000.)"""
-    paths = [m.path for m in policy.masks if not m.note.startswith(_MERGED)] + [m.path for m in policy.capped]
+    paths = [m.path for m in policy.masks if m.how not in MERGED] + [m.path for m in policy.capped]
     by_dir: dict[str, str] = {}
     out = []
     for p in paths:

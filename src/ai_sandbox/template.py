@@ -13,8 +13,9 @@ import tomli_w
 
 from ai_sandbox import config, profiles
 from ai_sandbox.errors import CantCreateError, ConfigError, UsageError
-from ai_sandbox.fs import write_atomic
+from ai_sandbox.fs import below, write_atomic
 from ai_sandbox.patterns import DEPENDENCY, OUTPUT
+from ai_sandbox.policy import IGNORED
 
 _LISTED = 20  # ignored directories named in the header before "and N more"
 
@@ -69,7 +70,7 @@ def draft(directory: str, env: dict[str, str], force: bool) -> tuple[Draft, str]
     prepared = prepare(Request(argv=["true"], is_command=True, cwd=repo.root, env=env), resolve=False)
     policy = prepared.policy
     for m in policy.masks:
-        if m.layer == "ignored" and m.path.startswith(repo.root + "/"):
+        if m.layer == IGNORED and below(m.path, repo.root):
             d.ignored.append(os.path.relpath(m.path, repo.root) + ("/" if m.is_dir else ""))
     for k in policy.kept:
         listing = {DEPENDENCY: d.dependencies, OUTPUT: d.outputs}.get(k.origin)

@@ -58,7 +58,7 @@ def pack_env(env: dict[str, str]) -> dict[str, str]:
 
 def unpack_env(environ: dict[bytes, bytes]) -> dict[bytes, bytes] | None:
     """The caller's environment, exactly; None when it did not arrive."""
-    chunks = []
+    chunks: list[bytes] = []
     while (c := environ.get(os.fsencode(f"{ENV_PREFIX}{len(chunks)}"))) is not None:
         chunks.append(c)
     if not chunks:

@@ -40,12 +40,12 @@ _EVENT = struct.Struct("iIII")
 
 def start(policy: Policy, mode: str, moved_log: str = "", on_end: Callable[[int], None] | None = None) -> None:
     """Fork the watcher for this process, which is about to become the sandbox; returns in the parent.
-    on_end(pid) runs once the sandbox is gone (the index marks of skipworktree.py are cleared there), even with
-    on_hidden_change = "off"."""
-    if (mode == "off" or not policy.masks) and on_end is None:
+    mode is config's on_hidden_change: "end" the session, or "warn". on_end(pid) runs once the sandbox is gone
+    (the index marks of skipworktree.py are cleared there)."""
+    if not policy.masks and on_end is None:
         return
     target = os.getpid()
-    paths = [m.path for m in policy.masks] if mode != "off" else []
+    paths = [m.path for m in policy.masks]
     if moved_log and paths:
         moved_log = f"{moved_log}.{target}"
         try:

@@ -15,7 +15,7 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ai_sandbox import tools
 from ai_sandbox.backends import LaunchPlan, Settings
@@ -163,7 +163,7 @@ class Firejail:
                 return []
             if home == "/":
                 return []
-        out = []
+        out: list[str] = []
         # git must find a hidden tracked file where it was: in an empty scratch it is missing, which git takes
         # for a sparse entry, and `git checkout <branch>` would succeed and leave the old file behind (red team)
         holds_tracked = {os.path.dirname(p) for p in policy.tracked}
@@ -297,7 +297,12 @@ class OwnFiles:
     as_root: bool = False  # the agent is root: anchors are bound onto themselves (only root may `bind`)
 
 
-def own_files(env: Mapping[str, str], unexpressible, root: str = "", user: tuple[int, int] | None = None) -> OwnFiles:  # noqa: ANN001
+def own_files(
+    env: Mapping[str, str],
+    unexpressible: Callable[[str], str | None],
+    root: str = "",
+    user: tuple[int, int] | None = None,
+) -> OwnFiles:
     """Read-only: the config, the state and the cache (a session must not rewrite the next one's rules, its
     record of what was hidden, or the generated profile and launch check), what links in the config lead
     to (a dotfiles checkout), and the code the next launch runs — ai-sandbox's package, its environment
@@ -392,7 +397,7 @@ def _no_replaceable_link(path: str, uid: int, groups: set[int]) -> None:
         p = os.path.dirname(p)
 
 
-def _expressible(path: str, unexpressible) -> None:  # noqa: ANN001
+def _expressible(path: str, unexpressible: Callable[[str], str | None]) -> None:
     why = unexpressible(path)
     if why is not None:
         raise UnavailableError(

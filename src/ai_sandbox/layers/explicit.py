@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 
 from ai_sandbox import git
 from ai_sandbox.patterns import PatternSet
-from ai_sandbox.policy import Entry
+from ai_sandbox.policy import Entry, Layer
 
 
 def candidates(trees: Iterable) -> Iterator[tuple[str, bool]]:
@@ -37,7 +37,7 @@ def candidates(trees: Iterable) -> Iterator[tuple[str, bool]]:
             yield p + rel, False
 
 
-def match(root: str, patterns: PatternSet, layer: str, items: list[tuple[str, bool]]) -> list[Entry]:
+def match(root: str, patterns: PatternSet, layer: Layer, items: list[tuple[str, bool]]) -> list[Entry]:
     if not patterns:
         return []
     out: list[Entry] = []
@@ -69,7 +69,7 @@ def match(root: str, patterns: PatternSet, layer: str, items: list[tuple[str, bo
     return out
 
 
-def _literal_inside(root: str, patterns: PatternSet, layer: str, seen: set[str]) -> list[Entry]:
+def _literal_inside(root: str, patterns: PatternSet, layer: Layer, seen: set[str]) -> list[Entry]:
     """Patterns without wildcards name one path; check it directly so it is hidden wherever it lies."""
     out = []
     for pat in patterns.patterns:
@@ -90,7 +90,7 @@ def _literal_inside(root: str, patterns: PatternSet, layer: str, seen: set[str])
     return out
 
 
-def literal_paths(paths: list[tuple[str, str]], layer: str) -> list[Entry]:
+def literal_paths(paths: list[tuple[str, str]], layer: Layer) -> list[Entry]:
     """Absolute or ~/ paths written in a config file, hidden when they exist."""
     return [
         Entry(path, os.path.isdir(path), layer, f"block ({source})") for path, source in paths if os.path.lexists(path)

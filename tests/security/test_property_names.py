@@ -53,28 +53,18 @@ _BY_DESIGN = [p.rstrip("/") for p in (*TOOL_ALLOW, *DEPENDENCY_DIRS)]
 
 def _allowed_by_design(name: bytes) -> bool:
     text = os.fsdecode(name)
-    if _DOLLAR_BUG and text.endswith("\n") and _allowed_by_design(name[:-1]):
-        return True  # known bug, see test_a_name_ending_in_a_newline_is_not_an_allowed_name
     return any(fnmatchcase(text, pat) for pat in _BY_DESIGN)
 
 
-# Known bugs in pattern matching through pathspec (the xfail tests at the end prove them). While they
-# exist, the generator steers clear of their exact shape so the property keeps guarding everything else;
-# detected here rather than hard-coded, so the moment a fix lands the generated cases cover them again.
 def _pathspec_set(*texts: str) -> PatternSet:
+    """These patterns, matched through pathspec (the regression tests at the end)."""
     return PatternSet([Pattern(t, "test") for t in (*texts, "/anchored/")])  # the `/` forces pathspec
 
 
-_NEWLINE_DIR_BUG = _pathspec_set("*.blk").match("d\n/x.blk", False) is None
-_DOLLAR_BUG = _pathspec_set("CLAUDE.local.md").match("CLAUDE.local.md\n", False) is not None
-_TRAILING_BLANK_BUG = _pathspec_set("/exact/a\t").match("exact/a\t", False) is None
-
-
 def _exact_ok(text: str) -> bool:
-    """Can this name be blocked by an exact pattern (UTF-8, one line; and not a known bug's shape)?"""
-    if not text or "\n" in text or "\r" in text:
-        return False  # TOML holds only UTF-8 text; a gitignore line cannot hold a line break
-    return not (_TRAILING_BLANK_BUG and text[-1].isspace() and text[-1] != " ")
+    """Can this name be blocked by an exact pattern (UTF-8, one line)?"""
+    # TOML holds only UTF-8 text; a gitignore line cannot hold a line break
+    return bool(text) and "\n" not in text and "\r" not in text
 
 
 def _plain_atoms() -> list[bytes]:
@@ -216,7 +206,7 @@ def layouts(draw) -> Layout:
             ok = lay.put(b"blk/" + name, secret)
         elif pos == "blk-deep":
             d1, f = _fit(raw), _fit(draw(RAW_NAME), b".blk")
-            if d1 is None or f is None or d1.endswith(b".secret") or (_NEWLINE_DIR_BUG and b"\n" in d1):
+            if d1 is None or f is None or d1.endswith(b".secret"):
                 continue
             lay.put(b"blk/" + d1 + b"/keep.txt", b"keep\n")
             ok = lay.put(b"blk/" + d1 + b"/" + f, secret)
@@ -444,8 +434,8 @@ def test_a_path_longer_than_a_profile_line_takes_widens(identity, tmp_world):
     assert "longer than 4000 bytes" in plan.out, plan.out[-2000:]
 
 
-# ---- known bugs in matching through pathspec: its regexes use `.` and `$`, which treat a newline in a
-# name specially, and it strips every trailing whitespace character where git strips only spaces ----
+# ---- bugs found in matching through pathspec, fixed: its regexes use `.` and `$`, which treat a newline in
+# a name specially, and it strips every trailing whitespace character where git strips only spaces ----
 
 
 def test_a_newline_in_a_directory_name_does_not_defeat_a_block_pattern():
@@ -499,9 +489,3 @@ def test_exact_block_of_a_name_ending_in_a_tab_hides_it(identity, tmp_world):
     _check_exact_with_git(w, lay)  # git itself reads `/exact/a<TAB>` as naming the file
     res, marker = _launch(w, lay)
     _assert_outcome(res, marker, lay, must_run=True)
-
-
-def test_the_generator_steers_around_no_known_bug():
-    """The steering above exists for bugs now fixed; if one comes back, this fails instead of the property
-    quietly generating fewer shapes."""
-    assert not (_NEWLINE_DIR_BUG or _DOLLAR_BUG or _TRAILING_BLANK_BUG)

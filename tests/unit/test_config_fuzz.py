@@ -7,6 +7,7 @@ Pure and fast: no sandbox. hypothesis is derandomized, so CI runs the same examp
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -49,22 +50,10 @@ def _line_count(data: bytes) -> int:
     return max(1, len(data.decode("utf-8", "replace").splitlines()))
 
 
-def _key_newline_bug() -> bool:
-    try:
-        config.check_keys({"a\nb": 1}, set(), "p", "")
-    except ConfigError as e:
-        return "\n" in str(e)
-    return False
-
-
-_KEY_NEWLINE_BUG = _key_newline_bug()  # see test_an_unknown_key_with_a_newline_is_one_line
-
-
 def assert_clean_error(err: ConfigError, path: str, data: bytes) -> None:
     """One line, naming the file first; a line number, when given, is a line of the file."""
     msg = err.message
-    known = _KEY_NEWLINE_BUG and re.match(re.escape(path) + r":\d+: unknown key `", msg)
-    assert "\n" not in str(err) or known, f"a refusal is one line on stderr: {str(err)!r}"
+    assert "\n" not in str(err), f"a refusal is one line on stderr: {str(err)!r}"
     if msg.startswith("cannot read "):  # OSError or decoding while reading: names the file too
         assert path in msg, msg
         return
@@ -74,35 +63,10 @@ def assert_clean_error(err: ConfigError, path: str, data: bytes) -> None:
         assert 1 <= int(m.group(1)) <= _line_count(data) + 1, (msg, data)
 
 
-def _pattern_bug(cfg_patterns: list[Pattern], exc: Exception) -> bool:
-    """The known bug (see test_a_pattern_that_cannot_compile_is_a_config_error): pathspec's exceptions
-    escape. Tolerated in the fuzz only while it exists and only for those exception types, so the fuzz
-    still fails on anything new."""
-    return _UNCOMPILABLE_BUG and isinstance(exc, ValueError | re.error)
-
-
-def _uncompilable_bug() -> bool:
-    try:
-        PatternSet([Pattern("x\\", "t")])
-    except ConfigError:
-        return False
-    except (ValueError, re.error):
-        return True
-    return False
-
-
-_UNCOMPILABLE_BUG = _uncompilable_bug()
-
-
 def assert_usable(patterns: list[Pattern]) -> None:
     """What loaded must also compile: a launch builds these sets right after loading them."""
-    try:
+    with contextlib.suppress(ConfigError):  # refused with its file and line; anything else fails the test
         PatternSet(patterns).match("some/path", False)
-    except ConfigError:
-        pass
-    except Exception as exc:  # anything else is the bug this asserts against
-        if not _pattern_bug(patterns, exc):
-            raise
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -705,23 +669,6 @@ NAME_CHARS = st.sampled_from(list("ab*?[]\\!# \t.-^{},x") + ["ab", ".pem", "c"])
 ASCII_NAMES = st.lists(st.lists(NAME_CHARS, min_size=1, max_size=5).map("".join), min_size=1, max_size=20)
 
 
-def _simple_trailing_space_bug() -> bool:
-    return PatternSet([Pattern("a ", "t")]).match("a", False) is None
-
-
-def _pathspec_trailing_blank_bug() -> bool:
-    return PatternSet([Pattern("a\t", "t"), Pattern("/zz/", "t")]).match("a\t", False) is None
-
-
-def _posix_class_bug() -> bool:
-    return PatternSet([Pattern("[[:digit:]]", "t")]).match("1", False) is None
-
-
-_SIMPLE_TRAILING_SPACE_BUG = _simple_trailing_space_bug()
-_POSIX_CLASS_BUG = _posix_class_bug()
-_PATHSPEC_TRAILING_BLANK_BUG = _pathspec_trailing_blank_bug()
-
-
 @pytest.fixture(scope="module")
 def oracle_repo(scratch):
     if shutil.which("git") is None:
@@ -753,18 +700,12 @@ def test_block_patterns_hide_whatever_git_would_match(oracle_repo, pattern, name
     names = [n for n in dict.fromkeys(names) if n not in (".", "..")]
     if pattern.startswith("!") or not pattern.strip():
         return  # a negation alone hides nothing, in git too
-    if _POSIX_CLASS_BUG and "[:" in pattern:
-        return  # known: test_posix_character_classes_match_as_in_git
     git = _git_matches(oracle_repo, pattern, names)
     for mode, extra in (("fnmatch", []), ("pathspec", [Pattern("/zz-anchor/", "t")])):
-        if mode == "fnmatch" and _SIMPLE_TRAILING_SPACE_BUG and pattern.endswith(" ") and not pattern.endswith("\\ "):
-            continue  # known: test_a_trailing_space_is_ignored_as_git_does
-        if mode == "pathspec" and _PATHSPEC_TRAILING_BLANK_BUG and pattern[-1].isspace() and pattern[-1] != " ":
-            continue  # known: tests/security/test_property_names.py::test_a_trailing_tab_in_an_exact_block_is_kept
         try:
             patterns = PatternSet([Pattern(pattern, "t"), *extra])
-        except (ConfigError, ValueError, re.error):
-            continue  # uncompilable: the launch refuses (known bug: with exit 70, not 78), never leaks
+        except ConfigError:
+            continue  # uncompilable: the launch refuses with its line, never leaks
         missed = [n for n in git if (m := patterns.match(n, False)) is None or m.text != pattern]
         assert not missed, f"{mode}: git's {pattern!r} matches {missed!r}, ai-sandbox's does not"
 
@@ -778,7 +719,8 @@ def test_posix_character_classes_match_as_in_git():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Bugs found by this file: each test flips to XPASS (and fails, strict) when the bug is fixed.
+# Bugs found by this file, all fixed: their regression tests (also test_an_unknown_key_with_a_newline_is_one_line,
+# test_a_trailing_space_is_ignored_as_git_does and test_posix_character_classes_match_as_in_git).
 
 
 @pytest.mark.parametrize(
@@ -881,14 +823,3 @@ def test_typed_document_property_example_of_line_numbers(scratch):
     for pat in [*cfg.block, *cfg.allow]:
         line = int(pat.source.rsplit(":", 1)[1])
         assert _toml_literal(pat.text) in lines[line - 1], (pat, lines)
-
-
-def test_the_generators_steer_around_no_known_bug():
-    """See the steering flags above: each names a bug now fixed; a regression fails here."""
-    assert not (
-        _KEY_NEWLINE_BUG
-        or _UNCOMPILABLE_BUG
-        or _SIMPLE_TRAILING_SPACE_BUG
-        or _POSIX_CLASS_BUG
-        or _PATHSPEC_TRAILING_BLANK_BUG
-    )

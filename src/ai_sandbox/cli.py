@@ -91,7 +91,11 @@ def explain(
     from ai_sandbox.launch import Request, prepare
 
     cwd = os.path.realpath(os.getcwd())
-    req = Request(argv=[agent or "AGENT"], is_command=agent is None, cwd=cwd, env=dict(os.environ), **_root_opts(ctx))
+    opts = _root_opts(ctx)
+    req = Request(
+        [agent or "AGENT"], agent is None, cwd=cwd, env=dict(os.environ),
+        backend=opts["backend"], engine=opts["engine"], image=opts["image"],
+    )  # fmt: skip
     prepared = prepare(req, detail=True, resolve=False)
     table = nested.mounts()
     unenforced = nested.unenforced(prepared.policy, table) if nested.inside_sandbox(table) else None

@@ -17,7 +17,7 @@ from ai_sandbox import legacy
 from ai_sandbox.errors import ConfigError
 from ai_sandbox.fs import below, write_atomic
 from ai_sandbox.paths import config_home, state_dir
-from ai_sandbox.patterns import PROJECT, USER, Pattern
+from ai_sandbox.patterns import PROJECT, USER, Pattern, Source
 from ai_sandbox.records import factory, record, value
 
 TYPE_CHECKING = False  # typing is not imported at run time: this module is on the launch path
@@ -56,7 +56,7 @@ class Key:
 class UserConfig:
     path: str
     exists: bool = False
-    block_paths: list[tuple[str, str]] = factory(list)  # (absolute path, source)
+    block_paths: list[tuple[str, Source]] = factory(list)  # (absolute path, where it was written)
     block_patterns: list[Pattern] = factory(list)
     allow: list[Pattern] = factory(list)
     allow_dependencies: bool = True
@@ -73,7 +73,7 @@ class UserConfig:
 class ProjectConfig:
     files: list[str] = factory(list)
     block: list[Pattern] = factory(list)
-    block_paths: list[tuple[str, str]] = factory(list)  # `~/…` entries: (absolute, source)
+    block_paths: list[tuple[str, Source]] = factory(list)  # `~/…` entries: (absolute, where it was written)
     allow: list[Pattern] = factory(list)
     warnings: list[str] = factory(list)
 
@@ -332,20 +332,20 @@ def _refusal(key: Key, given: object) -> tuple[str, str] | None:
 def _user_block(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> None:
     """A path on this machine (`/…`, `~/…`), hidden in every sandbox, or a pattern hidden in every project."""
     _pattern_entry(entry, path, line, "block")
-    source = f"{_tilde(path, home)}:{line}"
+    source = Source(USER, _tilde(path, home), line)
     if entry.startswith(("/", "~")):
         expanded = os.path.expanduser(entry)
         if expanded.startswith("~"):
             raise ConfigError(f"{path}:{line}: cannot expand {entry!r}", "write ~/… or an absolute path")
         cfg.block_paths.append((os.path.normpath(expanded), source))
     else:
-        cfg.block_patterns.append(Pattern(entry, source, USER))
+        cfg.block_patterns.append(Pattern(entry, source))
 
 
 def _user_allow(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> None:
     _pattern_entry(entry, path, line, "allow")
     _check_inside(entry, path, line, "allow")
-    cfg.allow.append(Pattern(entry, f"{_tilde(path, home)}:{line}", USER))
+    cfg.allow.append(Pattern(entry, Source(USER, _tilde(path, home), line)))
 
 
 def _mount(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> None:
@@ -358,13 +358,13 @@ def _mount(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> None
 
 def _project_block(cfg: ProjectConfig, entry: str, path: str, line: int, home: str) -> None:
     _pattern_entry(entry, path, line, "block")
-    _add_block(cfg, entry, f"{PROJECT_FILE}:{line}", path, line, home)
+    _add_block(cfg, entry, Source(PROJECT, PROJECT_FILE, line), path, line, home)
 
 
 def _project_allow(cfg: ProjectConfig, entry: str, path: str, line: int, home: str) -> None:
     _pattern_entry(entry, path, line, "allow")
     _check_inside(entry, path, line, "allow")
-    cfg.allow.append(Pattern(entry, f"{PROJECT_FILE}:{line}", PROJECT))
+    cfg.allow.append(Pattern(entry, Source(PROJECT, PROJECT_FILE, line)))
 
 
 # The keys of ~/.config/ai-sandbox/config.toml, in the order they are checked.
@@ -526,9 +526,9 @@ def load_project(root: str) -> ProjectConfig:
         parsed = legacy.parse(text, legacy_path)
         for entry, line in parsed.block:
             if os.path.isabs(entry) and not below(entry, root):
-                cfg.block_paths.append((os.path.normpath(entry), f"{LEGACY_FILE}:{line}"))
+                cfg.block_paths.append((os.path.normpath(entry), Source(PROJECT, LEGACY_FILE, line)))
                 continue
-            _add_block(cfg, _legacy_rel(entry, root), f"{LEGACY_FILE}:{line}", legacy_path, line, home)
+            _add_block(cfg, _legacy_rel(entry, root), Source(PROJECT, LEGACY_FILE, line), legacy_path, line, home)
         for entry, line in parsed.allow:
             rel = _legacy_rel(entry, root)
             if os.path.isabs(entry) and not below(entry, root):
@@ -537,7 +537,7 @@ def load_project(root: str) -> ProjectConfig:
                     "a project may only allow paths inside itself",
                 )
             _check_inside(rel, legacy_path, line, "AI_SANDBOX_ALLOW_PATHS")
-            cfg.allow.append(Pattern(rel, f"{LEGACY_FILE}:{line}", PROJECT))
+            cfg.allow.append(Pattern(rel, Source(PROJECT, LEGACY_FILE, line)))
         if toml_path in cfg.files:
             cfg.warnings.append(f"both {PROJECT_FILE} and the legacy {LEGACY_FILE} exist; both are applied")
     return cfg
@@ -558,7 +558,7 @@ def _legacy_rel(entry: str, root: str) -> str:
     return entry
 
 
-def _add_block(cfg: ProjectConfig, entry: str, source: str, path: str, line: int, home: str) -> None:
+def _add_block(cfg: ProjectConfig, entry: str, source: Source, path: str, line: int, home: str) -> None:
     if entry.startswith("~"):
         expanded = os.path.expanduser(entry)
         if expanded.startswith("~"):
@@ -570,7 +570,7 @@ def _add_block(cfg: ProjectConfig, entry: str, source: str, path: str, line: int
             f"{path}:{line}: block entry {entry!r} uses `..`",
             "write a pattern relative to the git root, or ~/… for a path in your home",
         )
-    cfg.block.append(Pattern(entry, source, PROJECT))
+    cfg.block.append(Pattern(entry, source))
 
 
 def check_project_allow(project_cfg: ProjectConfig, user_cfg: UserConfig, root: str) -> None:
@@ -583,7 +583,7 @@ def check_project_allow(project_cfg: ProjectConfig, user_cfg: UserConfig, root: 
         if pat.text.lstrip("!").strip("/") in global_texts:
             raise ConfigError(
                 f"{pat.source}: allow {pat.text!r} would un-hide your global block of the same pattern",
-                f"remove it from {pat.source.split(':')[0]}; a project cannot weaken {user_cfg.path}",
+                f"remove it from {pat.source.file}; a project cannot weaken {user_cfg.path}",
             )
         single = PatternSet([pat])
         for path, source in user_cfg.block_paths:
@@ -595,7 +595,7 @@ def check_project_allow(project_cfg: ProjectConfig, user_cfg: UserConfig, root: 
                 if single.match(rel, i < len(parts) or os.path.isdir(path)):
                     raise ConfigError(
                         f"{pat.source}: allow {pat.text!r} would un-hide {path}, blocked by your global config ({source})",
-                        f"remove it from {pat.source.split(':')[0]}; a project cannot weaken your global blocks",
+                        f"remove it from {pat.source.file}; a project cannot weaken your global blocks",
                     )
 
 

@@ -30,7 +30,7 @@ def _mask(m: Mask, scratch: frozenset[str] = frozenset()) -> dict[str, Any]:
 
 
 def _kept(k: Kept) -> dict[str, Any]:
-    return {"path": k.path, "type": "dir" if k.is_dir else "file", "reason": k.reason, "rule": k.rule}
+    return {"path": k.path, "type": "dir" if k.is_dir else "file", "reason": k.reason, "rule": str(k.rule)}
 
 
 def verdict(policy: Policy, given: str, cwd: str) -> dict[str, Any]:
@@ -47,7 +47,7 @@ def verdict(policy: Policy, given: str, cwd: str) -> dict[str, Any]:
     out.update(hidden=False, layer=None, mask=None, note=None, rule=None)
     kept = next((k for k in policy.kept if real == k.path or (k.is_dir and below(real, k.path))), None)
     if kept is not None:
-        out.update(reason=f"{kept.reason}, kept readable", rule=kept.rule)
+        out.update(reason=f"{kept.reason}, kept readable", rule=str(kept.rule))
     elif not inside(real, policy.root):
         out["reason"] = "outside the project: only your global blocks apply, and none matches"
     elif not policy.in_git:

@@ -15,7 +15,7 @@ from ai_sandbox import config, fs, git, layers, nested, paths, profiles, skipwor
 from ai_sandbox.backends import LaunchPlan, Settings, select
 from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
 from ai_sandbox.layers.outputs import OutputListings
-from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, Pattern, PatternSet
+from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, Pattern, PatternSet, Source
 from ai_sandbox.policy import CONFIG, LOUD, NOT_GIT, Notice, Policy, build, check_reachable
 from ai_sandbox.records import factory, record
 
@@ -102,10 +102,10 @@ def allowlist(user_cfg: config.UserConfig, profile: profiles.Profile, project_cf
     """Every pattern that keeps an ignored path readable; a later source names the rule in reports."""
     pats: list[Pattern] = []
     if user_cfg.allow_dependencies:
-        pats += [Pattern(p, "dependency directory", DEPENDENCY) for p in profiles.DEPENDENCY_DIRS]
+        pats += [Pattern(p, Source(DEPENDENCY, name="dependency directory")) for p in profiles.DEPENDENCY_DIRS]
     if user_cfg.allow_build_outputs:
-        pats += [Pattern(p, "build output", OUTPUT) for p in profiles.BUILD_OUTPUT_DIRS]
-    pats += [Pattern(p, "built-in tool allowlist", BUILT_IN) for p in profiles.TOOL_ALLOW]
+        pats += [Pattern(p, Source(OUTPUT, name="build output")) for p in profiles.BUILD_OUTPUT_DIRS]
+    pats += [Pattern(p, Source(BUILT_IN, name="built-in tool allowlist")) for p in profiles.TOOL_ALLOW]
     pats += profile.allow + user_cfg.allow + project_cfg.allow
     return PatternSet(pats)
 

@@ -49,10 +49,33 @@ CODE = frozenset({BUILT_IN, DEPENDENCY, OUTPUT, PROFILE})
 
 
 @value
+class Source:
+    """Where a rule was written: who (what decisions read), and for people which file and line, or what it
+    is when it comes from no file ("profile claude", "dependency directory")."""
+
+    origin: Origin
+    file: str = ""  # as people know it: ".ai-sandbox.toml", "~/.config/ai-sandbox/config.toml"
+    line: int = 0
+    name: str = ""
+
+    def __str__(self) -> str:
+        if not self.file:
+            return self.name or str(self.origin)
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@value
 class Pattern:
     text: str
-    source: str  # where it was written, for people: "built-in", "profile claude", ".ai-sandbox.toml:4"
-    origin: Origin = PROJECT  # unsaid means the least trusted
+    source: Source = Source(PROJECT)  # unsaid means the least trusted
+
+    @property
+    def origin(self) -> Origin:
+        return self.source.origin
+
+    def __str__(self) -> str:
+        """The pattern and where it was written, as reports name a rule."""
+        return f"{self.text} ({self.source})"
 
 
 def _needs_parser(text: str, body: str) -> bool:

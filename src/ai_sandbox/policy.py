@@ -14,7 +14,7 @@ from enum import StrEnum  # already imported by re: free on the launch path
 
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.fs import below, inside
-from ai_sandbox.patterns import CODE, OUTPUT, PROJECT, Origin, PatternSet
+from ai_sandbox.patterns import CODE, OUTPUT, Origin, Pattern, PatternSet
 from ai_sandbox.records import factory, record, value
 
 
@@ -126,8 +126,12 @@ class Kept:
     path: str
     is_dir: bool
     reason: str  # why it would have been hidden
-    rule: str  # the allow pattern and where it was written, for people
-    origin: Origin = PROJECT  # who wrote that pattern: what decisions read
+    rule: Pattern  # the allow pattern that keeps it
+
+    @property
+    def origin(self) -> Origin:
+        """Who wrote the rule: what decisions read."""
+        return self.rule.origin
 
 
 @value
@@ -376,7 +380,7 @@ def _allow_or_split(
     rel = _rel(e.path, root)
     rule = allow.match(rel, e.is_dir)
     if rule is not None:
-        policy.kept.append(Kept(e.path, e.is_dir, e.reason, f"{rule.text} ({rule.source})", rule.origin))
+        policy.kept.append(Kept(e.path, e.is_dir, e.reason, rule))
         return
     inner = allow.may_match_below(rel) if e.is_dir else None
     if inner is None:

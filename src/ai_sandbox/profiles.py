@@ -11,7 +11,7 @@ import os
 import re
 
 from ai_sandbox.errors import ConfigError
-from ai_sandbox.patterns import PROFILE, Pattern
+from ai_sandbox.patterns import PROFILE, Pattern, Source
 from ai_sandbox.records import factory, record
 
 # Directories agents keep in a project, git-ignored by convention, that they need in order to work.
@@ -162,7 +162,7 @@ def load(path: str) -> Profile:
     desc = data.get("description", "")
     if not isinstance(desc, str):
         raise ConfigError(f"{path}: `description` must be a string")
-    allow = [Pattern(p, f"profile {name}", PROFILE) for p, _ in strings(data, "allow", path, text)]
+    allow = [Pattern(p, Source(PROFILE, name=f"profile {name}")) for p, _ in strings(data, "allow", path, text)]
     home = [p for p, _ in strings(data, "home", path, text)]
     image = data.get("image", "")
     if not isinstance(image, str):

@@ -11,6 +11,7 @@ import pytest
 
 from ai_sandbox import config
 from ai_sandbox.errors import ConfigError
+from ai_sandbox.patterns import PROJECT, USER, Source
 
 
 def user_cfg(tmp_path, text: str) -> config.UserConfig:
@@ -32,7 +33,7 @@ def test_user_block_paths_and_patterns(tmp_path, monkeypatch):
     assert [p for p, _ in cfg.block_paths] == ["/home/u/.config/gcloud", "/srv/keys"]
     assert [p.text for p in cfg.block_patterns] == ["*.pem"]
     assert [p.text for p in cfg.allow] == [".cursor/"]
-    assert cfg.block_paths[0][1].endswith("config.toml:1")
+    assert str(cfg.block_paths[0][1]).endswith("config.toml:1") and cfg.block_paths[0][1].origin == USER
 
 
 @pytest.mark.parametrize(
@@ -64,7 +65,7 @@ def test_project_config_and_legacy_are_both_read(tmp_path, monkeypatch):
     cfg = config.load_project(root)
     assert [p.text for p in cfg.block] == ["*.tfvars", "/config/prod.yml"]
     assert [p for p, _ in cfg.block_paths] == ["/home/u/.shared-secret", "/opt/x"]
-    assert [p.source for p in cfg.block] == [".ai-sandbox.toml:1", ".ai-sandbox:1"]
+    assert [str(p.source) for p in cfg.block] == [".ai-sandbox.toml:1", ".ai-sandbox:1"]
     assert cfg.warnings and "both" in cfg.warnings[0]
 
 
@@ -80,12 +81,12 @@ def test_project_config_refusals(tmp_path, text):
 
 
 def test_project_allow_may_not_name_a_global_block(tmp_path):
-    user = config.UserConfig(path="/c/config.toml", block_paths=[("/p/creds/token", "/c/config.toml:1")])
+    user = config.UserConfig(path="/c/config.toml", block_paths=[("/p/creds/token", Source(USER, "/c/config.toml", 1))])
     for allow in ("creds/", "creds/token", "*"):
-        proj = config.ProjectConfig(allow=[config.Pattern(allow, ".ai-sandbox.toml:2")])
+        proj = config.ProjectConfig(allow=[config.Pattern(allow, Source(PROJECT, ".ai-sandbox.toml", 2))])
         with pytest.raises(ConfigError, match=r"\.ai-sandbox\.toml:2"):
             config.check_project_allow(proj, user, "/p")
-    proj = config.ProjectConfig(allow=[config.Pattern("build/", ".ai-sandbox.toml:2")])
+    proj = config.ProjectConfig(allow=[config.Pattern("build/", Source(PROJECT, ".ai-sandbox.toml", 2))])
     config.check_project_allow(proj, user, "/p")  # unrelated allow is fine
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from ai_sandbox import profiles
 from ai_sandbox.errors import PolicyError
-from ai_sandbox.patterns import OUTPUT, Pattern, PatternSet
+from ai_sandbox.patterns import OUTPUT, PROJECT, Pattern, PatternSet, Source
 from ai_sandbox.policy import CRYPT, EXPLICIT, GLOBAL, IGNORED, Entry, build
 
 ROOT = "/p"
@@ -267,7 +267,7 @@ def test_over_the_limit_with_nothing_to_widen_is_refused(tmp_path):
 
 
 def _outputs(*texts: str) -> PatternSet:
-    return PatternSet([Pattern(t, "build output", OUTPUT) for t in texts])
+    return PatternSet([Pattern(t, Source(OUTPUT, name="build output")) for t in texts])
 
 
 def test_secret_looking_names_inside_build_outputs_stay_hidden(tmp_path):
@@ -288,7 +288,7 @@ def test_a_persons_allow_keeps_a_secret_looking_name_in_a_build_output(tmp_path)
     root = str(tmp_path)
     os.makedirs(f"{root}/dist")
     open(f"{root}/dist/token-secret.js", "w").close()
-    pats = _outputs("dist/").patterns + [Pattern("dist/token-secret.js", ".ai-sandbox.toml:2")]
+    pats = _outputs("dist/").patterns + [Pattern("dist/token-secret.js", Source(PROJECT, ".ai-sandbox.toml", 2))]
     pol = build(root, [Entry(f"{root}/dist", True, IGNORED, "i")], PatternSet(pats), secret=profiles.secret_name)
     assert paths(pol) == []
 

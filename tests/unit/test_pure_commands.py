@@ -9,6 +9,7 @@ import pytest
 from ai_sandbox import aliases, audit, nested, template
 from ai_sandbox.errors import UsageError
 from ai_sandbox.explain import verdict
+from ai_sandbox.patterns import DEPENDENCY, Pattern, Source
 from ai_sandbox.policy import Kept, Mask, Policy
 
 MOUNTINFO = rb"""22 1 0:21 / / rw - ext4 /dev/vda rw
@@ -48,7 +49,14 @@ def test_verdicts_name_the_mask_the_rule_or_why_readable(tmp_path):
         root=root,
         in_git=True,
         masks=[Mask(f"{root}/build", True, "ignored", "ignored by git (.gitignore:1: build/)")],
-        kept=[Kept(f"{root}/node_modules", True, "ignored by git", "node_modules/ (dependency directory)")],
+        kept=[
+            Kept(
+                f"{root}/node_modules",
+                True,
+                "ignored by git",
+                Pattern("node_modules/", Source(DEPENDENCY, name="dependency directory")),
+            )
+        ],
     )
     v = verdict(pol, "build/x/y.o", root)
     assert v["hidden"] and v["layer"] == "ignored" and v["mask"] == f"{root}/build" and not v["exists"]

@@ -12,7 +12,7 @@ import pytest
 
 from ai_sandbox import config, launch, profiles, state
 from ai_sandbox.errors import ConfigError, PolicyError
-from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, PROFILE, PROJECT, USER, Pattern, PatternSet
+from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, PROFILE, PROJECT, USER, Pattern, PatternSet, Source
 from ai_sandbox.policy import IGNORED, Entry, build
 
 
@@ -39,12 +39,12 @@ def _tree(base, *files):
 
 def test_a_project_rule_whose_text_imitates_a_profile_is_not_exempt(tmp_path):
     root = _tree(tmp_path / "p", ".env")
-    forged = Pattern("[.(profile ]env", ".ai-sandbox.toml:1", PROJECT)
+    forged = Pattern("[.(profile ]env", Source(PROJECT, ".ai-sandbox.toml", 1))
     pol = _policy(root, [".env"], [forged])
     (kept,) = pol.kept
-    assert "(profile " in kept.rule and kept.origin == PROJECT
+    assert "(profile " in str(kept.rule) and kept.origin == PROJECT
     assert state.unhidden(pol, [f"{root}/.env"]) == [f"{root}/.env"]  # un-hidden: the launch refuses
-    real = _policy(root, [".env"], [Pattern(".env", "profile claude", PROFILE)])
+    real = _policy(root, [".env"], [Pattern(".env", Source(PROFILE, name="profile claude"))])
     assert state.unhidden(real, [f"{root}/.env"]) == []  # the agent's own profile keeps it: no refusal
 
 
@@ -64,7 +64,7 @@ def test_every_pattern_is_made_with_its_origin(tmp_path, monkeypatch):
     assert prof.allow and {p.origin for p in prof.allow} == {PROFILE}
     allow = launch.allowlist(user, prof, proj).patterns
     assert {p.origin for p in allow} == {DEPENDENCY, OUTPUT, BUILT_IN, PROFILE, USER, PROJECT}
-    assert Pattern("x", "t").origin == PROJECT  # unsaid: the least trusted
+    assert Pattern("x").origin == PROJECT  # unsaid: the least trusted
 
 
 # --- a directory above a hidden path moved --------------------------------------------------------------------

@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable, Iterator
 
 from ai_sandbox import git
-from ai_sandbox.patterns import PatternSet
+from ai_sandbox.patterns import PatternSet, Source
 from ai_sandbox.policy import Entry, Layer
 
 
@@ -90,7 +90,7 @@ def _literal_inside(root: str, patterns: PatternSet, layer: Layer, seen: set[str
     return out
 
 
-def literal_paths(paths: list[tuple[str, str]], layer: Layer) -> list[Entry]:
+def literal_paths(paths: list[tuple[str, Source]], layer: Layer) -> list[Entry]:
     """Absolute or ~/ paths written in a config file, hidden when they exist."""
     return [
         Entry(path, os.path.isdir(path), layer, f"block ({source})") for path, source in paths if os.path.lexists(path)

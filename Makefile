@@ -41,8 +41,9 @@ system-deps:
 	fi
 
 lint: $(BIN)/pytest
-	$(BIN)/ruff check src tests
-	$(BIN)/ruff format --check src tests
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
 
 test: system-deps $(BIN)/pytest lint
 	$(BIN)/pytest -q

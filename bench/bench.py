@@ -547,7 +547,7 @@ def _git_call(args: list[str], path: str) -> float:
 
 def _scan(path: str) -> float:
     """git.scan's git part: its three ls-files started side by side, their pipes read as they fill."""
-    from ai_sandbox.git import _drain  # noqa: PLC0415 — the very reader the launch uses
+    from ai_sandbox.git import _drain  # the very reader the launch uses
 
     t = time.perf_counter()
     procs = {

@@ -13,8 +13,12 @@ from collections.abc import Iterable
 
 from ai_sandbox.policy import CRYPT, HARDLINK, HISTORY, Notice, Policy
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ai_sandbox.layers import Tree
 
-def findings(policy: Policy, trees: Iterable) -> list[Notice]:
+
+def findings(policy: Policy, trees: Iterable[Tree]) -> list[Notice]:
     tracked = sorted(os.path.join(policy.root, t.prefix + rel) for t in trees for rel in t.scan.tracked)
     out = []
     for m in policy.masks:

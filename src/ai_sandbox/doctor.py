@@ -17,6 +17,11 @@ from dataclasses import dataclass
 from ai_sandbox import config, nested, paths, profiles
 from ai_sandbox.errors import SandboxError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ai_sandbox.backends import Settings
+    from ai_sandbox.backends.protocol import Backend
+
 
 @dataclass
 class Check:
@@ -28,7 +33,7 @@ class Check:
 
 def run_all(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: str) -> list[Check]:
     """opts: the launch options given before the command (backend, engine, image)."""
-    from ai_sandbox.backends import Settings  # noqa: PLC0415
+    from ai_sandbox.backends import Settings
 
     checks: list[Check] = []
     user_cfg = _config_checks(env, checks)
@@ -74,8 +79,8 @@ def _config_checks(env: Mapping[str, str], checks: list[Check]) -> config.UserCo
     return user_cfg
 
 
-def _backend_checks(name: str, env: Mapping[str, str], settings) -> list[Check]:  # noqa: ANN001
-    from ai_sandbox.backends import select  # noqa: PLC0415
+def _backend_checks(name: str, env: Mapping[str, str], settings: Settings) -> list[Check]:
+    from ai_sandbox.backends import select
 
     try:
         backend = select(name, settings)
@@ -89,10 +94,10 @@ def _backend_checks(name: str, env: Mapping[str, str], settings) -> list[Check]:
     return out
 
 
-def _selftest(backend, env: Mapping[str, str]) -> Check:  # noqa: ANN001
+def _selftest(backend: Backend, env: Mapping[str, str]) -> Check:
     """Hide a temp file, read it and its visible sibling from inside: only the sibling may come back."""
-    from ai_sandbox.fs import make_dirs, write_files  # noqa: PLC0415
-    from ai_sandbox.policy import GLOBAL, Mask, Policy  # noqa: PLC0415
+    from ai_sandbox.fs import make_dirs, write_files
+    from ai_sandbox.policy import GLOBAL, Mask, Policy
 
     name = f"sandbox hides files ({backend.name})"
     base = tempfile.mkdtemp(prefix="ai-sandbox-doctor-")
@@ -178,7 +183,7 @@ def _userns() -> Check:
 
 
 def _policy_check(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: str) -> Check:
-    from ai_sandbox.launch import Request, prepare  # noqa: PLC0415
+    from ai_sandbox.launch import Request, prepare
 
     try:
         req = Request(

@@ -68,7 +68,7 @@ def write_files(files: Mapping[str, bytes]) -> None:
 
 
 def _holds(path: str, content: bytes) -> bool:
-    from ai_sandbox.verify import read_regular  # noqa: PLC0415 — standard library only: costs nothing
+    from ai_sandbox.verify import read_regular  # standard library only: costs nothing
 
     try:
         return read_regular(path) == content
@@ -83,7 +83,7 @@ def _clear(path: str) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISDIR(st.st_mode):
-        import shutil  # noqa: PLC0415 — only when something was planted
+        import shutil  # only when something was planted
 
         shutil.rmtree(path)
     else:

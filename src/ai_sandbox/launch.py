@@ -45,7 +45,7 @@ class Prepared:
     plan: LaunchPlan
     profile: profiles.Profile
     command: list[str]  # the agent's argv, executable resolved: what the backend wraps
-    trees: list = factory(list)  # layers.Tree: what git listed
+    trees: list[layers.Tree] = factory(list)  # what git listed
     marks: skipworktree.Marks = factory(skipworktree.Marks)  # the hidden tracked files, per work tree
     on_hidden_change: str = "end"
     env: Mapping[str, str] = factory(dict)  # the caller's, as the agent gets it
@@ -175,7 +175,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
     outputs.save()
     findings: list[Notice] = []
     if detail:
-        from ai_sandbox import audit  # noqa: PLC0415
+        from ai_sandbox import audit
 
         findings = audit.findings(policy, collected.trees) + state.unhidden_notices(policy, env, cwd)
     plan = backend.plan(policy, command, env)
@@ -191,7 +191,7 @@ def run(req: Request) -> int:
     table = nested.mounts()
     inside = nested.inside_sandbox(table)
     if req.dry_run:
-        from ai_sandbox import report  # noqa: PLC0415 — rich is for people, not for the launch path
+        from ai_sandbox import report  # rich is for people, not for the launch path
 
         try:
             state.check(prepared.policy, req.env)
@@ -215,7 +215,7 @@ def run(req: Request) -> int:
     # The watcher first: a closed terminal's SIGHUP between setting the marks and forking it would leave them
     # set with nobody to clear them (the watcher ignores it and clears them once this process is gone).
     if prepared.policy.masks or needs:
-        from ai_sandbox import watch  # noqa: PLC0415
+        from ai_sandbox import watch
 
         end = (lambda pid: skipworktree.release(req.env, root, pid)) if needs else None
         watch.start(prepared.policy, prepared.on_hidden_change, state.moved_log(req.env, root), on_end=end)
@@ -250,7 +250,7 @@ def _exec(argv: list[str], env: Mapping[str, str]) -> None:
     try:
         os.execve(argv[0], argv, dict(env))
     except OSError as e:  # nothing ran: say why in one line
-        import errno  # noqa: PLC0415
+        import errno
 
         size = sum(len(os.fsencode(a)) + 1 for a in argv)
         hint = (
@@ -278,7 +278,7 @@ class _SlowNotice:
         return self
 
     def _show(self, signum: int, frame: object) -> None:
-        from rich.console import Console  # noqa: PLC0415
+        from rich.console import Console
 
         self.status = Console(stderr=True).status("ai-sandbox: reading the repository…")
         self.status.start()

@@ -19,7 +19,7 @@ class Option:
 
     __slots__ = ("names", "help", "metavar", "to_typer")
 
-    def __init__(self, names: tuple[str, ...], help: str, metavar: str = "", to_typer: bool = False) -> None:  # noqa: A002
+    def __init__(self, names: tuple[str, ...], help: str, metavar: str = "", to_typer: bool = False) -> None:
         self.names, self.help, self.metavar, self.to_typer = names, help, metavar, to_typer
 
     @property
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         if any(o.to_typer and o.name in opts for o in OPTIONS):
             return _typer(argv)
         if "--version" in opts:
-            from ai_sandbox import __version__  # noqa: PLC0415
+            from ai_sandbox import __version__
 
             print(f"ai-sandbox {__version__}")
             return 0
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             return _typer(argv)
         if not is_command and rest[0] in SUBCOMMANDS:
             return _typer(argv)
-        from ai_sandbox.launch import Request, run  # noqa: PLC0415
+        from ai_sandbox.launch import Request, run
 
         req = Request(
             argv=rest,
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
 def _typer(argv: list[str]) -> int:
     """Help, completion and the subcommands. The typer root re-reads the options before the subcommand
     (`ai-sandbox --backend docker explain`): cli generates it from the same OPTIONS."""
-    from ai_sandbox.cli import app  # noqa: PLC0415
+    from ai_sandbox.cli import app
 
     try:
         app(argv, prog_name="ai-sandbox", standalone_mode=True)

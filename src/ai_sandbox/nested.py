@@ -47,7 +47,7 @@ def unenforced(policy: Policy, table: list[tuple[str, str]]) -> list[Mask]:
     """The masks of policy that are readable here: neither firejail's mask at their path nor absent (a
     path under a masked directory does not exist inside). Asked of the files themselves, as the launch
     check asks (verify.py), not of the mount table's text, whose root field differs between hosts."""
-    from ai_sandbox import verify  # noqa: PLC0415
+    from ai_sandbox import verify
 
     unmasked = [path for path, _ in verify.unmasked([m.path for m in policy.masks])]
     tops = verify.mount_tops() if unmasked else {}

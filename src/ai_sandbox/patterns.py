@@ -147,7 +147,7 @@ class PatternSet:
         self._spec = None
         self._by_name: dict[tuple[str, bool], Pattern | None] = {}
         if not self._simple:
-            import pathspec  # noqa: PLC0415 — deliberately lazy, see module docstring
+            import pathspec  # deliberately lazy, see module docstring
 
             lines = [_for_pathspec(p.text) for p in patterns]
             try:

@@ -151,7 +151,7 @@ def generic(executable: str) -> Profile:
 
 
 def load(path: str) -> Profile:
-    from ai_sandbox.config import check_keys, load_toml, strings  # noqa: PLC0415
+    from ai_sandbox.config import check_keys, load_toml, strings
 
     data, text = load_toml(path)
     check_keys(data, {"description", "executable", "allow", "home", "image"}, path, text)

@@ -14,6 +14,13 @@ from rich.text import Text
 
 from ai_sandbox.policy import Kept, Mask, Policy
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ai_sandbox.doctor import Check
+    from ai_sandbox.launch import Prepared, Request
+
 
 def quote(s: str) -> str:
     """Shell-quote for copy and paste; unprintable characters in bash's $'…' form so nothing is hidden."""
@@ -76,7 +83,7 @@ def _kept_lines(policy: Policy, kept: list[Kept]) -> list[Text]:
     return out
 
 
-def dry_run(prepared, req, unenforced=None, refusal=None) -> None:  # noqa: ANN001 — launch.Prepared/Request; avoids an import cycle
+def dry_run(prepared: Prepared, req: Request, unenforced: list[Mask] | None = None, refusal: str | None = None) -> None:
     policy, plan = prepared.policy, prepared.plan
     con = Console(highlight=False, soft_wrap=True, file=sys.stdout)
     con.print(Text("ai-sandbox dry run: nothing is started", style="bold"))
@@ -131,7 +138,7 @@ _CHECK_KINDS = {"M": "masked", "R": "read-only", "B": "a mount point", "C": "sta
 
 def _file_lines(content: bytes) -> list[str]:
     """A generated file as lines; the launch check's NUL-separated records one per line, by kind."""
-    from ai_sandbox import verify  # noqa: PLC0415
+    from ai_sandbox import verify
 
     records = verify.parse_spec(content)
     if records is None:
@@ -169,8 +176,8 @@ LAYER_TITLES = {
 }
 
 
-def explain(doc: dict) -> None:
-    from rich.table import Table  # noqa: PLC0415
+def explain(doc: dict[str, Any]) -> None:
+    from rich.table import Table
 
     con = _console()
     root = doc["project"]
@@ -245,7 +252,7 @@ def explain(doc: dict) -> None:
     _done(con)
 
 
-def _warnings(con: Console, warnings: list[dict]) -> None:
+def _warnings(con: Console, warnings: list[dict[str, Any]]) -> None:
     if not warnings:
         return
     con.print()
@@ -257,9 +264,9 @@ def _warnings(con: Console, warnings: list[dict]) -> None:
         con.print(t, soft_wrap=True)
 
 
-def profiles(rows: list[tuple]) -> None:
+def profiles(rows: list[tuple[str, str, str | None, str]]) -> None:
     """rows: (name, description, installed path or None, source file)."""
-    from rich.table import Table  # noqa: PLC0415
+    from rich.table import Table
 
     con = _console()
     table = Table(box=None, pad_edge=False)
@@ -279,7 +286,7 @@ def profiles(rows: list[tuple]) -> None:
     _done(con)
 
 
-def checks(results: list) -> None:
+def checks(results: list[Check]) -> None:
     """results: doctor.Check values."""
     con = _console()
     for c in results:

@@ -32,6 +32,8 @@ from ai_sandbox.state import locked
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from ai_sandbox.layers import Tree
 
 _LOCK_WAIT = 2.0  # seconds a launch waits for another git's index.lock before refusing
@@ -166,7 +168,7 @@ def _refuse_sparse(tree: str) -> None:
     )
 
 
-def _needed(live: dict[str, dict]) -> dict[str, set[str]]:
+def _needed(live: dict[str, dict[str, Any]]) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for session in live.values():
         for tree, paths in session.get("needs", {}).items():
@@ -216,7 +218,7 @@ def _start_time(pid: int) -> str:
     return data[data.rindex(b")") + 2 :].split()[19].decode()
 
 
-def _live_sessions(doc: dict) -> dict[str, dict]:
+def _live_sessions(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out = {}
     for pid, session in doc.get("sessions", {}).items():
         start = _start_time(int(pid))
@@ -225,7 +227,7 @@ def _live_sessions(doc: dict) -> dict[str, dict]:
     return out
 
 
-def _load(path: str) -> dict:
+def _load(path: str) -> dict[str, Any]:
     try:
         with open(path, "rb") as f:
             doc = json.loads(f.read())
@@ -239,7 +241,7 @@ def _load(path: str) -> dict:
             "delete it, then check `git ls-files -t` for S entries you did not set (clear them with "
             "`git update-index --no-skip-worktree PATH`)",
         )
-    return doc  # type: ignore[return-value]
+    return doc  # type: ignore[no-any-return]
 
 
 def _well_formed(doc: object) -> bool:
@@ -258,7 +260,7 @@ def _well_formed(doc: object) -> bool:
     )  # fmt: skip
 
 
-def _save(path: str, owned: dict[str, set[str]], live: dict[str, dict]) -> None:
+def _save(path: str, owned: dict[str, set[str]], live: dict[str, dict[str, Any]]) -> None:
     if not owned and not live:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)

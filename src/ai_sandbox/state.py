@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from ai_sandbox import records
 from ai_sandbox.errors import PolicyError
@@ -316,7 +316,12 @@ def _moved(policy: Policy, wanted: dict[bytes, list[str]]) -> tuple[list[tuple[s
 
 
 def _found(
-    policy: Policy, here: str, dev: int, hit: list[tuple[int, list[str]]], by_ino: dict, ino: int
+    policy: Policy,
+    here: str,
+    dev: int,
+    hit: list[tuple[int, list[str]]],
+    by_ino: dict[int, list[tuple[int, list[str]]]],
+    ino: int,
 ) -> list[tuple[str, str]]:
     out = []
     for want_dev, paths in hit:
@@ -342,7 +347,7 @@ class Record:
     root: str = ""
     root_id: bytes = b""
     cwd: str = ""
-    settled: list = records.factory(list)  # logs of ended sessions seen by the check: dropped once it passed
+    settled: list[str] = records.factory(list)  # logs of ended sessions seen by the check: dropped once it passed
 
 
 def _examine(policy: Policy, env: Mapping[str, str], cwd: str) -> tuple[Record, list[tuple[str, str]]]:
@@ -401,7 +406,7 @@ def _drop(path: str) -> None:
 @contextlib.contextmanager
 def locked(path: str) -> Iterator[None]:
     """An exclusive lock on `<path>.lock` for a read-modify-write of path by concurrent launches."""
-    import fcntl  # noqa: PLC0415 — only when such a file changes
+    import fcntl  # only when such a file changes
 
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     with open(path + ".lock", "wb") as lock:
@@ -409,7 +414,7 @@ def locked(path: str) -> Iterator[None]:
         yield
 
 
-def _update_index(index: str, change) -> None:  # noqa: ANN001 — (roots, cwds) -> None
+def _update_index(index: str, change: Callable[[dict[str, bytes], dict[str, str]], None]) -> None:
     """Read-modify-write under a lock: two launches at once must not drop each other's roots."""
     with locked(index):
         roots, cwds = _load_index(index)

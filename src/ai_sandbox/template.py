@@ -40,8 +40,8 @@ def looks_secret(rel: str) -> bool:
 
 def draft(directory: str, env: dict[str, str], force: bool) -> tuple[Draft, str]:
     """The draft for the repository holding directory, and the file it goes to."""
-    from ai_sandbox import git  # noqa: PLC0415
-    from ai_sandbox.launch import Request, prepare  # noqa: PLC0415
+    from ai_sandbox import git
+    from ai_sandbox.launch import Request, prepare
 
     real = os.path.realpath(directory)
     if not os.path.isdir(real):

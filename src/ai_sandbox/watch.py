@@ -71,7 +71,7 @@ def start(policy: Policy, mode: str, moved_log: str = "", on_end: Callable[[int]
     code = 0
     try:
         _child(paths, target, mode, moved_log)  # no paths (on_end only): it just outlives the sandbox
-    except BaseException:  # noqa: BLE001 — a watcher must never print a traceback over the agent's screen
+    except BaseException:  # a watcher must never print a traceback over the agent's screen
         code = 1
     finally:
         try:
@@ -116,7 +116,16 @@ def _child(paths: list[str], target: int, mode: str, moved_log: str = "") -> Non
         _settle_log(moved_log, [p for p in paths if _ident(p) != known[p]])
 
 
-def _watch(paths, known, target, mode, alive, ifd, by_wd, fds) -> None:  # noqa: ANN001, PLR0913
+def _watch(
+    paths: list[str],
+    known: dict[str, tuple[int, int] | None],
+    target: int,
+    mode: str,
+    alive: int | None,
+    ifd: int | None,
+    by_wd: dict[int, str],
+    fds: list[int],
+) -> None:
     reported: set[str] = set()
     while True:
         ready, _, _ = select.select(fds, [], [], RECHECK if alive is not None else 0.5)
@@ -155,7 +164,7 @@ def _liveness(target: int) -> int | None:
 
 
 def _inotify(paths: list[str]) -> tuple[int | None, dict[int, str]]:
-    import ctypes  # noqa: PLC0415 — in the watcher only, never on the launch path
+    import ctypes  # in the watcher only, never on the launch path
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)

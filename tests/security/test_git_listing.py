@@ -97,7 +97,7 @@ class Feeder:
         server.settimeout(0.05)
         self._run(self._serve, server, secret.encode() + b"\n")
 
-    def _run(self, target, *args) -> None:  # noqa: ANN001
+    def _run(self, target, *args) -> None:
         t = threading.Thread(target=target, args=args, daemon=True)
         t.start()
         self.threads.append(t)

@@ -148,7 +148,7 @@ def test_a_run_of_blanks_in_ai_sandboxs_own_directories_refuses(ws, firejail, va
 # --- the check as the second line of defence ---------------------------------------------------------------
 
 
-def _plan(ws: Workspace, policy: Policy, script: str, profile_filter=None, cwd: Path | None = None):  # noqa: ANN001
+def _plan(ws: Workspace, policy: Policy, script: str, profile_filter=None, cwd: Path | None = None):
     """The exact command a launch would exec for policy, with the profile passed through profile_filter."""
     env = ws.env()
     fj = Firejail(Settings(cwd=str(cwd or ws.repo)), (ws.user.uid, ws.user.gid) if ws.user else None)

@@ -124,7 +124,7 @@ def test_widening_never_reaches_a_shared_directory():
 
 @pytest.mark.parametrize("cwd", ["/var/tmp/p", "/var/tmp", "/dev/shm/p/sub", "/dev/p"])
 def test_firejail_refuses_a_project_in_a_directory_it_replaces(cwd):
-    from ai_sandbox.policy import check_reachable  # noqa: PLC0415 — new in this change
+    from ai_sandbox.policy import check_reachable  # new in this change
 
     with pytest.raises(PolicyError, match="move the project") as e:
         check_reachable(cwd, "firejail")
@@ -156,7 +156,7 @@ def repos(tmp_path, monkeypatch):
 
 
 def test_find_repo_refuses_a_git_dir_of_another_repository(repos, monkeypatch):
-    from ai_sandbox.git import find_repo  # noqa: PLC0415
+    from ai_sandbox.git import find_repo
 
     monkeypatch.setenv("GIT_DIR", str(repos / "other" / ".git"))
     for cwd in (repos / "proj", repos / "proj" / "src"):
@@ -166,7 +166,7 @@ def test_find_repo_refuses_a_git_dir_of_another_repository(repos, monkeypatch):
 
 def test_find_repo_refuses_a_git_dir_that_fails(repos, monkeypatch):
     """Until now "not a git repository" from a broken GIT_DIR read as "not in git": global blocks only."""
-    from ai_sandbox.git import find_repo  # noqa: PLC0415
+    from ai_sandbox.git import find_repo
 
     monkeypatch.setenv("GIT_DIR", str(repos / "nothing"))
     for cwd in (repos / "proj", repos / "plain"):
@@ -176,7 +176,7 @@ def test_find_repo_refuses_a_git_dir_that_fails(repos, monkeypatch):
 
 def test_find_repo_refuses_a_relative_work_tree_from_a_subdirectory(repos, monkeypatch):
     """GIT_WORK_TREE=.. from proj/src names proj, but from proj (where the layers ask git) the parent."""
-    from ai_sandbox.git import find_repo  # noqa: PLC0415
+    from ai_sandbox.git import find_repo
 
     monkeypatch.setenv("GIT_WORK_TREE", "..")
     with pytest.raises(PolicyError, match="relative"):
@@ -185,7 +185,7 @@ def test_find_repo_refuses_a_relative_work_tree_from_a_subdirectory(repos, monke
 
 def test_find_repo_accepts_variables_naming_the_repository_itself(repos, monkeypatch):
     """And a ceiling that changes nothing outside any repository is still "not in git"."""
-    from ai_sandbox.git import find_repo  # noqa: PLC0415
+    from ai_sandbox.git import find_repo
 
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(repos / "proj"))
     assert find_repo(str(repos / "plain")) is None

@@ -77,7 +77,7 @@ def _repo(ws: Workspace, crypt: bool) -> dict[str, str]:
     return hidden
 
 
-def _state(repo: Path, run_git) -> dict[str, object]:  # noqa: ANN001
+def _state(repo: Path, run_git) -> dict[str, object]:
     """What the session leaves: commits (messages and trees), index, stash, status; dates and ids aside."""
 
     def g(*args: str) -> str:
@@ -92,7 +92,7 @@ def _state(repo: Path, run_git) -> dict[str, object]:  # noqa: ANN001
     }
 
 
-def _run_git(ws: Workspace):  # noqa: ANN202
+def _run_git(ws: Workspace):
     def run(repo: Path, *args: str) -> str:
         return ws.git(*args, cwd=repo)
 
@@ -139,7 +139,7 @@ def _copy(ws: Workspace) -> Path:
     return control
 
 
-def _check(ws: Workspace, hidden: dict[str, str], res, control: Path) -> None:  # noqa: ANN001
+def _check(ws: Workspace, hidden: dict[str, str], res, control: Path) -> None:
     out = res.out + res.err
     assert "AGENT-DONE" in res.out, out
     for content in hidden.values():

@@ -37,13 +37,13 @@ class Settings:
 
 
 def _firejail(settings: Settings) -> Backend:
-    from ai_sandbox.backends.firejail import Firejail  # noqa: PLC0415
+    from ai_sandbox.backends.firejail import Firejail
 
     return Firejail(settings)
 
 
 def _docker(settings: Settings) -> Backend:
-    from ai_sandbox.backends.docker import Docker  # noqa: PLC0415
+    from ai_sandbox.backends.docker import Docker
 
     return Docker(settings)
 

@@ -176,6 +176,6 @@ def _ssh_agent(env: Mapping[str, str]) -> list[str]:
 
 
 def _dockerfile_dir() -> str:
-    from ai_sandbox.profiles import shipped_dir  # noqa: PLC0415
+    from ai_sandbox.profiles import shipped_dir
 
     return os.path.join(shipped_dir(), "container")

@@ -74,12 +74,12 @@ class Firejail:
         """Start a real sandbox that hides a temp file and runs the launch check: firejail can be installed
         and still not sandbox (inside a container it runs commands without one). Seconds at worst, so
         for doctor, explain and --dry-run; a launch proves itself with its own check."""
-        import subprocess  # noqa: PLC0415
-        import tempfile  # noqa: PLC0415
+        import subprocess
+        import tempfile
 
-        from ai_sandbox import verify  # noqa: PLC0415
-        from ai_sandbox.fs import make_dirs, write_files  # noqa: PLC0415
-        from ai_sandbox.policy import GLOBAL, Mask  # noqa: PLC0415
+        from ai_sandbox import verify
+        from ai_sandbox.fs import make_dirs, write_files
+        from ai_sandbox.policy import GLOBAL, Mask
 
         err = self.unavailable()
         if err is not None:
@@ -112,7 +112,7 @@ class Firejail:
         return UnavailableError(f"firejail does not start here: {last}", "run `ai-sandbox doctor`")
 
     def version(self) -> str | None:
-        import subprocess  # noqa: PLC0415
+        import subprocess
 
         if self.executable is None:
             return None
@@ -155,7 +155,7 @@ class Firejail:
         uid = self.user[0] if self.user else os.geteuid()
         home = ""
         if uid != 0:
-            import pwd  # noqa: PLC0415 — only when a user may get scratch directories
+            import pwd  # only when a user may get scratch directories
 
             try:
                 home = os.path.realpath(pwd.getpwuid(uid).pw_dir)
@@ -219,7 +219,7 @@ class Firejail:
         return b"\n".join(lines) + b"\n"
 
     def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str]) -> LaunchPlan:
-        from ai_sandbox import verify  # noqa: PLC0415
+        from ai_sandbox import verify
 
         own = own_files(env, self.unexpressible, policy.root, self.user)
         scratch = self.scratch(policy)
@@ -261,7 +261,7 @@ class Firejail:
 def launch_check(policy: Policy, own: OwnFiles, cwd: str, scratch: list[str] | None = None) -> bytes:
     """The spec verify.py checks inside the sandbox: every mask, every scratch directory, every read-only rule,
     every anchor, the start directory."""
-    from ai_sandbox import verify  # noqa: PLC0415
+    from ai_sandbox import verify
 
     chosen = set(scratch or ())
     recs = [b"M" + os.fsencode(p) for p in [*(m.path for m in policy.masks if m.path not in chosen), *own.hide]]
@@ -280,7 +280,7 @@ def launch_check(policy: Policy, own: OwnFiles, cwd: str, scratch: list[str] | N
 def verifier() -> tuple[str, str]:
     """The interpreter and the script of the launch check. The base interpreter, not the venv's link to
     it: with -I -S only the standard library is used, and a project's ignored .venv may be hidden."""
-    import sys  # noqa: PLC0415
+    import sys
 
     python = os.path.realpath(sys.executable)
     return python, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "verify.py")
@@ -313,10 +313,10 @@ def own_files(
     (`mv ~/.local ~/.l2` then a fresh ~/.local/state would have wiped the record). Refused: a link the
     agent could replace on the way to the config, state or cache directory (`~/.config -> dotfiles/…`),
     and a path firejail cannot name — skipping either would fail open."""
-    import site  # noqa: PLC0415
-    import sys  # noqa: PLC0415
+    import site
+    import sys
 
-    from ai_sandbox.profiles import shipped_dir  # noqa: PLC0415
+    from ai_sandbox.profiles import shipped_dir
 
     uid, gid = user or (os.geteuid(), os.getegid())
     groups = {gid, *os.getgroups()} if user is None else {gid}

@@ -14,8 +14,12 @@ from ai_sandbox import git
 from ai_sandbox.patterns import PatternSet, Source
 from ai_sandbox.policy import Entry, Layer
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ai_sandbox.layers import Tree
 
-def candidates(trees: Iterable) -> Iterator[tuple[str, bool]]:
+
+def candidates(trees: Iterable[Tree]) -> Iterator[tuple[str, bool]]:
     """(root-relative path, is_dir) for everything git knows about in every work tree, the files inside
     untracked directories (git lists `svc/` alone: a `.env` pattern must still find `svc/.env`), and the
     special files found beside it all."""

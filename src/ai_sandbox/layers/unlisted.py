@@ -27,6 +27,10 @@ from ai_sandbox import git
 from ai_sandbox.fs import write_atomic
 from ai_sandbox.policy import IGNORED, Entry
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 _TRACKED_ATTRS = re.compile(rb"\t((?:[^\0]*/)?\.gitattributes)\0")
 RACY_NS = 1_000_000_000  # a directory changed this recently is listed afresh and not remembered
 
@@ -50,7 +54,7 @@ class Memo:
             save_memo(self.path, keep)
 
 
-def load_memo(path: str) -> dict:
+def load_memo(path: str) -> dict[str, Any]:
     """A dict of listings an earlier launch remembered; empty when there is none, or a broken one (then
     everything is listed)."""
     if not path:
@@ -63,7 +67,7 @@ def load_memo(path: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def save_memo(path: str, data: dict) -> None:
+def save_memo(path: str, data: dict[str, Any]) -> None:
     """Written atomically; a failure only means the next launch lists again."""
     if not path:
         return
@@ -88,7 +92,7 @@ class Walk:
         their paths relative to this tree)."""
         if self.done:
             return
-        index = scan._index  # noqa: SLF001 — git's raw index: a search for one name needs no decoding
+        index = scan._index  # git's raw index: a search for one name needs no decoding
         if b".gitattributes" in index:
             self.tracked_attributes = [os.fsdecode(p) for p in _TRACKED_ATTRS.findall(index)]
         prune = {rel for rel, is_dir in scan.ignored if is_dir}

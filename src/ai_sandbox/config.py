@@ -14,6 +14,7 @@ import os
 import re
 
 from ai_sandbox import legacy
+from ai_sandbox.backends import REGISTRY
 from ai_sandbox.errors import ConfigError
 from ai_sandbox.fs import below, write_atomic
 from ai_sandbox.paths import config_home, state_dir
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 PROJECT_FILE = ".ai-sandbox.toml"
 LEGACY_FILE = ".ai-sandbox"
-BACKENDS = ("auto", "firejail", "docker")
+BACKENDS = ("auto", *REGISTRY)  # a new backend module is known here once it is in the registry
 ENGINES = ("docker", "podman")
 ON_HIDDEN_CHANGE = ("end", "warn")
 MAX_MASKS = 90_000  # fs.mount-max is 100,000 and firejail mounts some of its own

@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 
+from ai_sandbox.config import BACKENDS, ENGINES
 from ai_sandbox.errors import EXIT_INTERNAL, EXIT_USAGE, SandboxError, UsageError
 
 
@@ -36,9 +37,9 @@ OPTIONS = (
     Option(
         ("--backend",),
         "Sandbox backend (config: backend; auto is firejail on Linux, docker on macOS).",
-        "auto|firejail|docker",
+        "|".join(BACKENDS),
     ),
-    Option(("--engine",), "Container CLI for the docker backend (config: engine).", "docker|podman"),
+    Option(("--engine",), "Container CLI for the docker backend (config: engine).", "|".join(ENGINES)),
     Option(("--image",), "Image for the docker backend (config: image; a profile may set its own).", "NAME"),
     Option(("--debug",), "Show a traceback on internal errors."),
     Option(("--version",), "Print the version and exit."),

@@ -1,0 +1,348 @@
+"""state.py without a sandbox: the record's bytes (and the first, path-only format), check/record/forget round
+trips on a throwaway tree, the index of roots and launch directories, exemptions by a pattern's origin, and
+the sessions' logs of moved paths. Policies are built directly from masks; XDG_STATE_HOME is a temp dir.
+(tests/unit/test_record.py covers forged provenance text and the first cases of moves and other roots.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from ai_sandbox import state
+from ai_sandbox.errors import PolicyError
+from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, PROFILE, PROJECT, USER, Origin, Pattern, Source
+from ai_sandbox.policy import IGNORED, UNHIDDEN, How, Kept, Mask, Policy
+
+
+@pytest.fixture
+def env(tmp_path):
+    return {"XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path / "home")}
+
+
+@pytest.fixture
+def root(tmp_path):
+    """A project: .env, config/master.key, secrets/{a,b}, src/app.py."""
+    base = tmp_path / "p"
+    for rel in (".env", "config/master.key", "secrets/a", "secrets/b", "src/app.py"):
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_text(rel)
+    return str(base)
+
+
+def _policy(root: str, *rels: str, kept: tuple[Kept, ...] = ()) -> Policy:
+    """Masks for rels (a trailing / hides a directory), as the rules would have asked."""
+    masks = [Mask(f"{root}/{r.rstrip('/')}", r.endswith("/"), IGNORED, "git-ignored") for r in rels]
+    return Policy(root=root, in_git=True, masks=masks, kept=list(kept))
+
+
+def _id(path: str) -> bytes:
+    st = os.lstat(path)
+    return b"%d:%d" % (st.st_dev, st.st_ino)
+
+
+def _launch(policy: Policy, env, cwd: str = "") -> state.Record:
+    rec = state.check(policy, env, cwd or policy.root)
+    state.record(rec)
+    return rec
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+# --- the record's bytes ---------------------------------------------------------------------------------------
+
+
+def test_the_record_holds_each_hidden_path_with_its_directory_id(root, env):
+    rec = state.check(_policy(root, ".env", "config/master.key", "gone/x"), env, root)
+    assert rec.path == state.record_path(env, root) and not rec.unchanged
+    assert state._entries(rec.content) == [
+        (f"{root}/.env", _id(root)),
+        (f"{root}/config/master.key", _id(f"{root}/config")),
+        (f"{root}/gone/x", b"-"),  # its directory does not exist: no id
+    ]
+    assert rec.content == state.MAGIC + b"".join(
+        os.fsencode(p) + b"\0" + i + b"\0" for p, i in state._entries(rec.content)
+    )
+    state.record(rec)
+    with open(rec.path, "rb") as f:
+        assert f.read() == rec.content
+    assert state.load(rec.path) == [f"{root}/.env", f"{root}/config/master.key", f"{root}/gone/x"]
+    assert state._content(_policy(root), {}) == state.MAGIC  # nothing hidden: the header alone
+
+
+def test_names_with_newlines_and_non_utf8_bytes_round_trip(tmp_path, env):
+    base = tmp_path / os.fsdecode(b"caf\xe9")
+    odd = ["new\nline", os.fsdecode(b"k\xffy"), "tab\tbed"]
+    for rel in odd:
+        (base / rel).parent.mkdir(parents=True, exist_ok=True)
+        (base / rel).write_text("x")
+    r = str(base)
+    rec = _launch(_policy(r, *odd), env)
+    assert state.load(rec.path) == [f"{r}/{o}" for o in odd]
+    assert state.check(_policy(r, *odd), env, r).unchanged
+    with pytest.raises(PolicyError) as e:
+        state.check(_policy(r, odd[0], odd[2]), env, r)
+    assert os.fsdecode(b"k\xffy") in e.value.message
+
+
+def test_the_first_format_holds_paths_only(root, env):
+    assert state._entries(f"{root}/.env\0{root}/secrets/a\0".encode()) == [
+        (f"{root}/.env", b""),
+        (f"{root}/secrets/a", b""),
+    ]
+    assert state._entries(b"") == [] and state._entries(None) == [] and state._entries(state.MAGIC) == []
+    path = state.record_path(env, root)
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as f:
+        f.write(f"{root}/.env\0{root}/secrets/a\0{root}/no-such\0".encode())
+    rec = state.check(_policy(root, ".env", "secrets/"), env, root)  # both still hidden: no refusal
+    assert not rec.unchanged  # rewritten in the current format once recorded
+    with pytest.raises(PolicyError, match="secrets/a was hidden at the last launch"):
+        state.check(_policy(root, ".env", "no-such"), env, root)
+
+
+def test_masks_merged_for_a_limit_are_recorded_as_the_paths_inside(root, env):
+    capped = [Mask(f"{root}/secrets/{n}", False, IGNORED, "git-ignored") for n in "ab"]
+    merged = Policy(
+        root=root,
+        in_git=True,
+        masks=[
+            Mask(f"{root}/secrets", True, IGNORED, "git-ignored", how=How.CAPPED, detail="2"),
+            Mask(f"{root}/config", True, IGNORED, "git-ignored", how=How.COLLAPSED),
+            Mask(f"{root}/.env", False, IGNORED, "git-ignored"),
+        ],
+        capped=capped,
+    )
+    rec = _launch(merged, env)
+    assert state.load(rec.path) == [f"{root}/.env", f"{root}/secrets/a", f"{root}/secrets/b"]
+    # a launch under the limit asks for the same paths one by one: nothing un-hidden, nothing to rewrite
+    assert state.check(_policy(root, ".env", "secrets/a", "secrets/b"), env, root).unchanged
+
+
+# --- check, record, forget ------------------------------------------------------------------------------------------
+
+
+def test_the_same_masks_pass_and_the_record_is_not_rewritten(root, env):
+    rec = _launch(_policy(root, ".env", "secrets/"), env)
+    assert rec.index  # a root never seen: the index learns it
+    before = os.stat(rec.path)
+    again = state.check(_policy(root, ".env", "secrets/"), env, root)
+    assert again.unchanged and again.index == "" and again.settled == []
+    state.record(again)
+    after = os.stat(rec.path)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert state.check(_policy(root, ".env", "secrets/", "src/"), env, root).unchanged is False  # hides more: fine
+
+
+def test_a_rule_change_that_unhides_an_existing_path_refuses(root, env):
+    _launch(_policy(root, ".env", "secrets/", "config/master.key"), env)
+    with pytest.raises(PolicyError) as e:
+        state.check(_policy(root, ".env"), env, root)
+    msg = e.value.message
+    assert msg.startswith(f"{root}/secrets, {root}/config/master.key was hidden at the last launch"), msg
+    assert "a rule changed" in msg and "ai-sandbox accept" in e.value.hint
+    assert state.findings(_policy(root, ".env"), env, root) == [f"{root}/secrets", f"{root}/config/master.key"]
+    (notice,) = state.unhidden_notices(_policy(root, ".env", "secrets/"), env, root)
+    assert notice.kind == UNHIDDEN and notice.path == f"{root}/config/master.key"
+    # hidden by an enclosing directory instead: not un-hidden
+    state.check(_policy(root, ".env", "secrets/", "config/"), env, root)
+    # gone: nothing to read, nothing to refuse
+    os.remove(f"{root}/config/master.key")
+    for name in "ab":
+        os.remove(f"{root}/secrets/{name}")
+    os.rmdir(f"{root}/secrets")
+    assert state.findings(_policy(root, ".env"), env, root) == []
+
+
+def test_forget_starts_the_record_anew(root, env):
+    assert state.forget(env, root, root) == 0  # nothing recorded yet
+    _launch(_policy(root, ".env", "secrets/"), env)
+    with pytest.raises(PolicyError):
+        state.check(_policy(root), env, root)
+    assert state.forget(env, root, root) == 1
+    with open(state.record_path(env, root), "rb") as f:
+        assert f.read() == state.MAGIC
+    rec = _launch(_policy(root), env)  # accepted
+    assert state.check(_policy(root), env, root).unchanged and state.load(rec.path) == []
+    _launch(_policy(root, ".env"), env)
+    with pytest.raises(PolicyError, match=r"/\.env was hidden"):
+        state.check(_policy(root), env, root)  # recorded again after the accept
+
+
+# --- a directory above a hidden path moved ------------------------------------------------------------------------
+
+
+def test_a_moved_directory_is_found_by_inode_wherever_it_went(root, env):
+    _launch(_policy(root, "config/master.key", "secrets/a"), env)
+    os.makedirs(f"{root}/src/deep")
+    os.rename(f"{root}/config", f"{root}/src/deep/renamed")
+    with pytest.raises(PolicyError) as e:
+        state.check(_policy(root, "secrets/a"), env, root)
+    assert f"{root}/config/master.key (now {root}/src/deep/renamed/master.key)" in e.value.message
+    assert "a directory above it was moved" in e.value.message
+    # hidden where it is now, by any rule: nothing readable
+    state.check(_policy(root, "secrets/a", "src/deep/renamed/master.key"), env, root)
+    state.check(_policy(root, "secrets/a", "src/"), env, root)  # the walk does not enter a hidden directory
+
+
+def test_a_directory_replaced_by_another_of_the_same_name_is_not_the_recorded_one(root, env):
+    _launch(_policy(root, "config/master.key"), env)
+    os.rename(f"{root}/config", f"{root}/old")
+    os.mkdir(f"{root}/config")
+    with open(f"{root}/config/master.key", "w") as f:
+        f.write("decoy")
+    # the same masks, yet the recorded directory now stands at old/: its master.key is readable there
+    with pytest.raises(PolicyError, match=r"config/master.key \(now .*/old/master.key\)"):
+        state.check(_policy(root, "config/master.key"), env, root)
+
+
+def test_an_inode_is_the_recorded_directory_only_on_the_recorded_device(root, env):
+    st = os.lstat(f"{root}/src")
+    with open(f"{root}/src/master.key", "w") as f:
+        f.write("key")
+    path = state.record_path(env, root)
+    os.makedirs(os.path.dirname(path))
+    for dev, refused in ((st.st_dev + 1, False), (st.st_dev, True)):
+        with open(path, "wb") as f:  # config/ was recorded with src/'s inode number
+            f.write(state.MAGIC + f"{root}/config/master.key\0{dev}:{st.st_ino}\0".encode())
+        found = state.findings(_policy(root, "config/master.key"), env, root)
+        assert found == ([f"{root}/config/master.key (now {root}/src/master.key)"] if refused else []), dev
+
+
+# --- the sessions' logs of what moved away -------------------------------------------------------------------------
+
+
+def _moved_out(root: str, env, tmp_path) -> Policy:
+    """secrets/ held hidden paths; a session moved it out of the project."""
+    _launch(_policy(root, "secrets/a", "secrets/b", ".env"), env)
+    os.rename(f"{root}/secrets", str(tmp_path / "stash"))
+    return _policy(root, "secrets/a", "secrets/b", ".env")
+
+
+def _log(env, root: str, pid: int, data: bytes) -> str:
+    path = f"{state.moved_log(env, root)}.{pid}"
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def test_a_path_moved_out_of_the_project_refuses_only_when_a_session_logged_it(root, env, tmp_path):
+    policy = _moved_out(root, env, tmp_path)
+    assert state.findings(policy, env, root) == []  # no session saw it move (moved outside of any session)
+    other = _log(env, root, _dead_pid(), f"{root}/src\0".encode())
+    assert state.findings(policy, env, root) == []  # a session logged something else
+    above = _log(env, root, _dead_pid(), f"{root}/secrets\0".encode())  # a directory above both
+    with pytest.raises(PolicyError) as e:
+        state.check(policy, env, root)
+    assert f"{root}/secrets/a, {root}/secrets/b was hidden" in e.value.message
+    assert "moved away during a session, out of the project" in e.value.message
+    os.remove(above)
+    _log(env, root, _dead_pid(), f"{root}/secrets/b\0".encode())
+    assert state.findings(policy, env, root) == [f"{root}/secrets/b"]
+    assert os.path.exists(other)  # a check alone settles nothing
+
+
+def test_a_log_of_star_means_any_path_may_have_moved(root, env, tmp_path):
+    policy = _moved_out(root, env, tmp_path)
+    _log(env, root, _dead_pid(), b"*\0")
+    assert state.findings(policy, env, root) == [f"{root}/secrets/a", f"{root}/secrets/b"]
+    assert state._moved_in_sessions(state.record_path(env, root)) is None
+
+
+def test_only_the_logs_of_ended_sessions_are_settled_by_a_launch(root, env, tmp_path):
+    _launch(_policy(root, ".env"), env)
+    ended = _log(env, root, _dead_pid(), f"{root}/src\0".encode())
+    running = _log(env, root, os.getpid(), f"{root}/src\0".encode())
+    stray = state.moved_log(env, root) + ".notapid"
+    with open(stray, "wb") as f:
+        f.write(b"*\0")
+    rec = state.check(_policy(root, ".env"), env, root)
+    assert rec.settled == [ended]
+    state.record(rec)
+    assert not os.path.exists(ended) and os.path.exists(running) and os.path.exists(stray)
+    assert state._moved_in_sessions(rec.path) == {f"{root}/src"}  # a stray name is no session's log
+    state.forget(env, root, root)
+    assert os.path.exists(running)
+
+
+# --- the index of roots and launch directories ----------------------------------------------------------------------
+
+
+def test_the_index_round_trips_odd_names(tmp_path):
+    roots = {"/p": b"1:2", "/n\nl": b"3:4", os.fsdecode(b"/caf\xe9"): b"-"}
+    cwds = {"/p/sub": "/p", "/n\nl/x": "/n\nl"}
+    data = state._dump_index(roots, cwds)
+    assert data.startswith(b"root\0/caf\xe9\0-\0") and data.count(b"\0") == 3 * 5  # sorted (kind, key, value)
+    (tmp_path / "index").write_bytes(data)
+    assert state._load_index(str(tmp_path / "index")) == (roots, cwds)
+    assert state._load_index(str(tmp_path / "none")) == ({}, {})
+
+
+def test_the_last_root_is_the_nearest_launch_directory_above():
+    cwds = {"/p": "/p", "/p/lib": "/p/lib", "/q/a": "/q"}
+    assert state._last_root(cwds, "/p/lib/x/y") == "/p/lib"
+    assert state._last_root(cwds, "/p/libs") == "/p"  # a sibling named like it is not inside it
+    assert state._last_root(cwds, "/q") is None
+
+
+def test_which_other_roots_apply():
+    roots = {"/a": b"1:1", "/a/b/c": b"1:3", "/ab": b"1:5", "/x": b"1:4", "/y": b"-", "/a/b": b"1:4"}
+    # the first launch at /a/b: the roots above and below it, and one that is this directory by inode
+    assert state._related(roots, {}, "/a/b", b"1:4", "/a/b", True) == ["/a", "/a/b/c", "/x"]
+    assert state._related(roots, {}, "/a", b"-", "/a", True) == ["/a/b/c", "/a/b"]  # "-" is no inode
+    # a known root: only the root the last launch from here used, if another
+    assert state._related(roots, {"/a/b": "/a"}, "/a/b", b"1:4", "/a/b/c/d", False) == ["/a"]
+    assert state._related(roots, {"/a/b": "/a/b"}, "/a/b", b"1:4", "/a/b", False) == []
+
+
+def test_record_and_forget_keep_the_index(tmp_path, env):
+    outer = tmp_path / "p"
+    (outer / "sub" / "deep").mkdir(parents=True)
+    o, s = str(outer), str(outer / "sub")
+    _launch(_policy(o), env, o)
+    _launch(_policy(o), env, f"{s}/deep")  # from deep inside, the outer root
+    index = state._index_path(env)
+    roots, cwds = state._load_index(index)
+    assert roots == {o: _id(o)} and cwds == {o: o}  # /p covers sub/deep already: not written again
+    _launch(_policy(s), env, s)  # `git init sub`, accepted
+    roots, cwds = state._load_index(index)
+    assert roots == {o: _id(o), s: _id(s)} and cwds == {o: o, s: s}
+    before = os.stat(index).st_mtime_ns
+    state.record(state.check(_policy(s), env, s))
+    assert os.stat(index).st_mtime_ns == before  # nothing new: not rewritten
+    with open(index, "ab") as f:
+        f.write(f"cwd\0{s}/deep\0{o}\0".encode())  # a launch from sub/deep once used the outer root
+    assert state.forget(env, s, f"{s}/deep") == 2  # sub's own record, and the outer root's, last used from there
+    roots, cwds = state._load_index(index)
+    assert cwds == {o: o, s: s}  # launch directories inside sub belong to sub now
+
+
+# --- exemptions: decided by who wrote the allow pattern, never by its text -----------------------------------------
+
+
+def _kept(path: str, is_dir: bool, origin: Origin) -> Kept:
+    """Kept by a rule whose text and name read like a profile's, whoever wrote it."""
+    name = os.path.basename(path)
+    return Kept(path, is_dir, "git-ignored", Pattern(name, Source(origin, name=f"{name} (profile claude)")))
+
+
+@pytest.mark.parametrize(("origin", "exempt"), [(BUILT_IN, True), (PROFILE, True), (USER, False), (PROJECT, False)])
+def test_a_path_kept_readable_is_exempt_only_when_code_keeps_it(root, env, origin, exempt):
+    _launch(_policy(root, ".env", "secrets/"), env)
+    kept = (_kept(f"{root}/.env", False, origin), _kept(f"{root}/secrets", True, origin))
+    found = state.findings(_policy(root, kept=kept), env, root)
+    assert found == ([] if exempt else [f"{root}/.env", f"{root}/secrets"])
+
+
+@pytest.mark.parametrize("origin", [DEPENDENCY, OUTPUT])
+def test_a_kept_dependency_or_output_directory_exempts_itself_not_what_was_hidden_inside(root, env, origin):
+    _launch(_policy(root, "secrets/", "config/master.key"), env)
+    kept = (_kept(f"{root}/secrets", True, origin), _kept(f"{root}/config", True, origin))
+    assert state.findings(_policy(root, kept=kept), env, root) == [f"{root}/config/master.key"]
+    profile = (_kept(f"{root}/config", True, PROFILE),)
+    assert state.findings(_policy(root, "secrets/", kept=profile), env, root) == []

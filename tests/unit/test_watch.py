@@ -1,0 +1,243 @@
+"""watch.py without a sandbox: inotify event parsing from packed bytes, the session's moved log, when start()
+forks at all, and the watch loop run in this process against a throwaway child (no fork of pytest)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from ai_sandbox import watch
+from ai_sandbox.errors import UnavailableError
+from ai_sandbox.policy import IGNORED, Mask, Policy
+
+IN_CREATE, IN_DELETE, IN_MOVED_FROM, IN_MOVED_TO = 0x100, 0x200, 0x40, 0x80
+IN_DELETE_SELF, IN_MOVE_SELF, IN_IGNORED, IN_Q_OVERFLOW = 0x400, 0x800, 0x8000, 0x4000
+IN_ISDIR = 0x40000000
+
+
+def _event(wd: int, mask: int, name: bytes = b"", cookie: int = 0, pad: int = 16) -> bytes:
+    """One `struct inotify_event` as the kernel writes it: the name NUL-padded to a multiple of pad."""
+    raw = name + b"\0" * ((-len(name) - 1) % pad + 1) if name else b""
+    return struct.pack("iIII", wd, mask, cookie, len(raw)) + raw
+
+
+def _events(data: bytes, by_wd: dict[int, str], known: list[str]) -> list[str] | None:
+    r, w = os.pipe2(os.O_NONBLOCK)
+    try:
+        if data:
+            os.write(w, data)
+        return watch._events(r, by_wd, dict.fromkeys(known))
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+# --- _events: which hidden paths a batch of inotify events may have touched ------------------------------
+
+
+def test_events_name_the_hidden_paths_in_the_watched_directories():
+    by_wd = {1: "/p", 2: "/p/config"}
+    known = ["/p/.env", "/p/config/master.key"]
+    batch = (
+        _event(1, IN_MOVED_TO, b".env", cookie=7)
+        + _event(1, IN_CREATE, b"README.md")  # not hidden: not a suspect
+        + _event(2, IN_DELETE, b"master.key")
+        + _event(9, IN_CREATE, b".env")  # a watch descriptor this watcher does not know
+        + _event(2, IN_CREATE | IN_ISDIR, b"new")
+    )
+    assert _events(batch, by_wd, known) == ["/p/.env", "/p/config/master.key"]
+
+
+def test_events_keep_the_order_and_repeats_and_read_names_of_any_length():
+    long = b"n" * 200
+    by_wd = {3: "/d"}
+    known = ["/d/a", "/d/" + long.decode()]
+    batch = _event(3, IN_MOVED_FROM, b"a", pad=4) + _event(3, IN_CREATE, long) + _event(3, IN_MOVED_TO, b"a")
+    assert _events(batch, by_wd, known) == ["/d/a", "/d/" + long.decode(), "/d/a"]
+
+
+def test_an_event_without_a_name_is_about_the_directory_itself_and_names_no_path():
+    assert _events(_event(1, IN_CREATE), {1: "/p"}, ["/p"]) == []
+
+
+def test_a_name_that_is_not_utf8_is_decoded_as_paths_are():
+    name = b"s\xffcret"
+    path = "/p/" + os.fsdecode(name)
+    assert _events(_event(1, IN_DELETE, name), {1: "/p"}, [path]) == [path]
+
+
+@pytest.mark.parametrize("mask", [IN_DELETE_SELF, IN_MOVE_SELF, IN_IGNORED, IN_Q_OVERFLOW])
+def test_a_watched_directory_gone_or_an_overflow_means_check_everything(mask):
+    wd = -1 if mask == IN_Q_OVERFLOW else 1
+    batch = _event(1, IN_CREATE, b".env") + _event(wd, mask)
+    assert _events(batch, {1: "/p"}, ["/p/.env"]) is None
+
+
+def test_nothing_to_read_is_no_suspect_and_a_torn_event_is_not_read():
+    assert _events(b"", {1: "/p"}, ["/p/.env"]) == []
+    whole = _event(1, IN_CREATE, b".env")
+    assert _events(whole + whole[:10], {1: "/p"}, ["/p/.env"]) == ["/p/.env"]
+
+
+# --- _settle_log: the session's log of what moved ----------------------------------------------------------
+
+
+def test_the_log_names_exactly_what_changed_and_goes_when_nothing_did(tmp_path):
+    log = tmp_path / "hidden" / "k.moved.123"
+    log.parent.mkdir()
+    log.write_bytes(b"*\0")
+    watch._settle_log(str(log), ["/p/a", "/p/b\nc", "/p/" + os.fsdecode(b"\xfe")])
+    assert log.read_bytes() == b"/p/a\0/p/b\nc\0/p/\xfe\0"
+    watch._settle_log(str(log), [])
+    assert not log.exists()
+    watch._settle_log(str(log), [])  # already gone: nothing to do, no error
+
+
+def test_no_log_is_written_without_a_log_path_and_a_write_failure_leaves_any(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    watch._settle_log("", ["/p/a"])
+    assert os.listdir(tmp_path) == []
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    watch._settle_log(str(blocker / "log"), ["/p/a"])  # cannot be written: no exception, no file
+    assert blocker.read_text() == ""
+
+
+# --- start(): when it forks, and what it writes first --------------------------------------------------------
+
+
+def _policy(root: str, *rels: str) -> Policy:
+    return Policy(root=root, in_git=True, masks=[Mask(f"{root}/{r}", False, IGNORED, "git-ignored") for r in rels])
+
+
+def _no_fork():
+    raise AssertionError("forked")
+
+
+@pytest.mark.parametrize("mode", ["end", "warn"])
+def test_start_does_nothing_when_nothing_is_hidden(tmp_path, monkeypatch, mode):
+    monkeypatch.setattr(os, "fork", _no_fork)
+    log = tmp_path / "k.moved"
+    assert watch.start(_policy(str(tmp_path)), mode, str(log)) is None
+    assert os.listdir(tmp_path) == []
+
+
+def _blocked() -> set[int]:
+    return set(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+
+def test_start_writes_any_to_the_log_then_forks_and_the_parent_returns(tmp_path, monkeypatch):
+    forks = []
+    monkeypatch.setattr(os, "fork", lambda: forks.append(_blocked()) or 4242)
+    before = _blocked()
+    log = tmp_path / "hidden" / "k.moved"
+    watch.start(_policy(str(tmp_path), ".env"), "end", str(log))
+    assert (tmp_path / "hidden" / f"k.moved.{os.getpid()}").read_bytes() == b"*\0"
+    assert not log.exists()
+    assert len(forks) == 1 and set(watch._OUTLIVED) <= forks[0]  # blocked across the fork
+    assert _blocked() == before  # and unblocked again in the parent
+
+
+def test_start_with_only_on_end_forks_but_writes_no_log(tmp_path, monkeypatch):
+    forks = []
+    monkeypatch.setattr(os, "fork", lambda: forks.append(1) or 4242)
+    watch.start(_policy(str(tmp_path)), "end", str(tmp_path / "k.moved"), on_end=lambda pid: None)
+    watch.start(_policy(str(tmp_path), ".env"), "end", "", on_end=lambda pid: None)  # no log asked for
+    assert forks == [1, 1] and os.listdir(tmp_path) == []
+
+
+def test_start_runs_the_agent_without_a_watcher_when_fork_fails(tmp_path, monkeypatch):
+    def fail():
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", fail)
+    before = _blocked()
+    watch.start(_policy(str(tmp_path), ".env"), "end", str(tmp_path / "k.moved"))
+    assert _blocked() == before
+    # the log says "any": the next launch is as careful as if the watcher had been killed
+    assert (tmp_path / f"k.moved.{os.getpid()}").read_bytes() == b"*\0"
+
+
+def test_start_refuses_when_the_log_cannot_be_written(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "fork", _no_fork)
+    blocker = tmp_path / "state"
+    blocker.write_text("")
+    with pytest.raises(UnavailableError) as e:
+        watch.start(_policy(str(tmp_path), ".env"), "end", str(blocker / "k.moved"))
+    assert f"cannot write {blocker}/k.moved.{os.getpid()}" in str(e.value)
+
+
+# --- the loop, in this process: a child `sleep` stands for the sandbox -----------------------------------------
+
+
+@pytest.fixture
+def target():
+    if not hasattr(os, "pidfd_open"):
+        pytest.skip("no pidfd_open here")
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    alive = os.pidfd_open(proc.pid)
+    yield proc, alive
+    proc.kill()
+    proc.wait()
+    os.close(alive)
+
+
+def _replace(path: str) -> None:
+    """An editor's save: a new file renamed over the old one (a new inode at the same path)."""
+    with open(path + ".tmp", "w") as f:
+        f.write("new")
+    os.rename(path + ".tmp", path)
+
+
+@pytest.mark.parametrize("use_inotify", [True, False])
+def test_a_replaced_hidden_file_ends_the_session(tmp_path, target, capsys, monkeypatch, use_inotify):
+    proc, alive = target
+    secret, other = str(tmp_path / ".env"), str(tmp_path / "notes")
+    for p in (secret, other):
+        with open(p, "w") as f:
+            f.write("old")
+    paths = [secret]
+    known = {p: watch._ident(p) for p in paths}
+    ifd, by_wd = watch._inotify(paths) if use_inotify else (None, {})
+    if use_inotify:
+        assert ifd is not None and by_wd == {next(iter(by_wd)): str(tmp_path)}
+    monkeypatch.setattr(watch, "RECHECK", 0.05)  # the full re-check, for what inotify cannot see
+    _replace(other)  # not hidden: no reason to act
+    _replace(secret)
+    guard = threading.Timer(10, proc.kill)  # a watcher that misses it would wait forever: SIGKILL, then fail
+    guard.start()
+    try:
+        fds = [f for f in (alive, ifd) if f is not None]
+        watch._watch(paths, known, proc.pid, "end", alive, ifd, by_wd, fds)
+    finally:
+        guard.cancel()
+        if ifd is not None:
+            os.close(ifd)
+    assert proc.wait(timeout=5) == -signal.SIGTERM
+    err = capsys.readouterr().err
+    assert f"{secret} was replaced" in err and "ending the session" in err and "notes" not in err
+
+
+def test_warn_mode_only_warns(target, tmp_path, capsys):
+    proc, alive = target
+    watch._act(str(tmp_path / ".env"), proc.pid, "warn", alive)
+    err = capsys.readouterr().err
+    assert err.startswith("\r\nai-sandbox: warning: ") and ".env was replaced" in err
+    assert proc.poll() is None  # still running
+
+
+def test_the_loop_returns_once_the_sandbox_is_gone(target, tmp_path):
+    proc, alive = target
+    path = str(tmp_path / ".env")
+    with open(path, "w") as f:
+        f.write("old")
+    proc.kill()
+    proc.wait()
+    watch._watch([path], {path: watch._ident(path)}, proc.pid, "end", alive, None, {}, [alive])
+    assert watch._ident(path) is not None  # nothing acted on

@@ -180,11 +180,11 @@ class Policy:
 
     def hidden(self, path: str) -> Mask | None:
         """The mask that hides path (itself or an enclosing directory), if any. The masks are indexed at
-        the first question: a finished policy does not change."""
-        find = self.__dict__.get("_find")
-        if find is None:
-            find = self.__dict__["_find"] = finder(self.masks)
-        return find(path)
+        the first question (a finished policy does not change; a new list of masks is indexed anew)."""
+        indexed = self.__dict__.get("_find")
+        if indexed is None or indexed[0] is not self.masks:
+            indexed = self.__dict__["_find"] = (self.masks, finder(self.masks))
+        return indexed[1](path)
 
     def warn(self, kind: Kind, message: str, path: str = "") -> None:
         self.warnings.append(Notice(kind, message, path))

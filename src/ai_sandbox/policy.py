@@ -658,7 +658,8 @@ def _cap(
     fit = _Fit(masks)
     ok = {d for d in fit.below if _widenable(d, root, protected)}
     fit.collapse_full(ok, limit, listdir)
-    widened = fit.widen(fit.by_side_by_side(ok), limit) + fit.widen(fit.by_depth(ok), limit)
+    steps = fit.by_side_by_side(ok), fit.by_depth(ok)  # both ordered by the counts step 1 left
+    widened = sum(fit.widen(order, limit) for order in steps)
     if fit.count > limit:
         raise PolicyError(
             f"{len(masks)} paths to hide, more than the backend can mount ({limit}), and hiding their "

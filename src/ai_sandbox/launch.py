@@ -49,9 +49,8 @@ class Prepared:
     marks: skipworktree.Marks = factory(skipworktree.Marks)  # the hidden tracked files, per work tree
     on_hidden_change: str = "end"
     env: Mapping[str, str] = factory(dict)  # the caller's, as the agent gets it
-    findings: list[Notice] = factory(
-        list
-    )  # what only people read (prepare(detail=True)): history, hard links, un-hidden
+    # what only people read (prepare(detail=True)): history, hard links, what an earlier launch hid
+    findings: list[Notice] = factory(list)
 
     @property
     def notices(self) -> list[Notice]:

@@ -12,16 +12,18 @@ import sys
 
 from ai_sandbox.config import BACKENDS, ENGINES
 from ai_sandbox.errors import EXIT_INTERNAL, EXIT_USAGE, SandboxError, UsageError
+from ai_sandbox.records import value
 
 
+@value
 class Option:
     """One option of ai-sandbox itself; options come before the agent. `metavar` set: it takes a value.
     `to_typer`: main hands the whole command line to the typer app, which answers it (help, completion)."""
 
-    __slots__ = ("names", "help", "metavar", "to_typer")
-
-    def __init__(self, names: tuple[str, ...], help: str, metavar: str = "", to_typer: bool = False) -> None:
-        self.names, self.help, self.metavar, self.to_typer = names, help, metavar, to_typer
+    names: tuple[str, ...]
+    help: str
+    metavar: str = ""
+    to_typer: bool = False
 
     @property
     def name(self) -> str:

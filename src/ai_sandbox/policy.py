@@ -59,10 +59,6 @@ class Kind(StrEnum):
     UNHIDDEN = "unhidden"
     CAPPED = "capped"
 
-    @property
-    def loud(self) -> bool:
-        return self in LOUD
-
 
 # Operating-system content: every program in the sandbox reads it and a package manager owns it, so a mask
 # there would break or blind the whole sandbox (an ignored `passwd.link -> /etc/passwd` must never hide

@@ -26,7 +26,7 @@ from ai_sandbox import git
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.fs import below, write_atomic
 from ai_sandbox.paths import project_key, state_dir
-from ai_sandbox.policy import IGNORED, How, Policy
+from ai_sandbox.policy import IGNORED, How, Mask, Policy
 from ai_sandbox.records import factory, record
 from ai_sandbox.state import locked
 
@@ -57,21 +57,16 @@ class Marks:
         return [os.path.join(tree, p) for tree, paths in self.needs.items() for p in paths]
 
     def collect(self, policy: Policy, trees: Iterable[Tree]) -> list[str]:
-        """Find the hidden tracked files of this policy (policy.build's `tracked`); their paths."""
-        found = hidden_tracked(policy, trees)
-        self.needs, self.flagged, self.sparse = found.needs, found.flagged, found.sparse
+        """Note the tracked files a mask of this policy hides, from each work tree's scan; their paths (what
+        policy.build's `tracked` asks). An ignored path git listed is untracked by definition, so only the
+        other masks are looked at: most launches look at none."""
+        masks = [m for m in policy.masks if m.layer != IGNORED or m.how != How.EXACT]
+        for tree in trees if masks else ():
+            self._collect_tree(policy.root, tree, masks)
         return self.paths
 
-
-def hidden_tracked(policy: Policy, trees: Iterable[Tree]) -> Marks:
-    """The tracked files a mask hides, from each work tree's scan. An ignored path git listed is untracked
-    by definition, so only the other masks are looked at: most launches look at none."""
-    masks = [m for m in policy.masks if m.layer != IGNORED or m.how != How.EXACT]
-    marks = Marks()
-    if not masks:
-        return marks
-    for tree in trees:
-        base = os.path.join(policy.root, tree.prefix).rstrip("/") + "/"
+    def _collect_tree(self, root: str, tree: Tree, masks: list[Mask]) -> None:
+        base = os.path.join(root, tree.prefix).rstrip("/") + "/"
         files: list[str] = []
         dirs: list[str] = []
         for m in masks:
@@ -79,15 +74,19 @@ def hidden_tracked(policy: Policy, trees: Iterable[Tree]) -> Marks:
                 (dirs if m.is_dir else files).append(m.path[len(base) :])
             elif m.is_dir and below(base, m.path):
                 dirs.append("")  # a mask above this work tree hides all of it
-        if not files and not dirs:
-            continue
-        found = _tracked_among(tree.scan, files, dirs)
+        found = _tracked_among(tree.scan, files, dirs) if files or dirs else []
         if found:
-            root = base.rstrip("/")
-            marks.needs[root] = found
-            marks.flagged[root] = tree.scan.skip_worktree.intersection(found)
+            top = base.rstrip("/")
+            self.needs[top] = found
+            self.flagged[top] = tree.scan.skip_worktree.intersection(found)
             if tree.scan.sparse_clears_marks:
-                marks.sparse.append(root)
+                self.sparse.append(top)
+
+
+def hidden_tracked(policy: Policy, trees: Iterable[Tree]) -> Marks:
+    """The Marks of this policy's hidden tracked files (Marks.collect)."""
+    marks = Marks()
+    marks.collect(policy, trees)
     return marks
 
 

@@ -82,6 +82,12 @@ def explain(
     ),
     as_json: bool = typer.Option(False, "--json", help="The same as stable JSON (documented in the README)."),
     agent: str = typer.Option(None, "--agent", help="Explain the policy for this agent's profile (its allowlist)."),
+    history: bool = typer.Option(
+        False, "--history", help="Only the hidden content git still holds: where, since when, how to remove it."
+    ),
+    secrets: bool = typer.Option(
+        False, "--secrets", help="Scan the files the agent can read (and, with --agent, its home state) for secrets."
+    ),
 ) -> None:
     """What the sandbox hides here and why, what stays readable, warnings, and the backend command."""
     import json
@@ -102,8 +108,15 @@ def explain(
     doc = explain_mod.document(prepared, paths or None, cwd, unenforced)
     if agent is None:
         doc["agent"] = None
+    if secrets:
+        from ai_sandbox import secretscan
+
+        home = prepared.profile.home if agent is not None else []
+        doc["secrets"] = explain_mod.secrets(secretscan.run(prepared.env, prepared.policy, prepared.trees, home))
     if as_json:
         sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=True) + "\n")
+    elif history or secrets:
+        report.findings(doc, history=history, secrets=secrets)
     else:
         report.explain(doc)
 

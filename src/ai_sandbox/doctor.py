@@ -60,6 +60,8 @@ def run_all(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: str) ->
         )
     if user_cfg is not None and not any(c.status == "fail" and c.name == "git" for c in checks):
         checks.append(_policy_check(env, opts, cwd))
+        if checks[-1].status == "ok":
+            checks.append(_secrets_check(env, opts, cwd))
     return checks
 
 
@@ -202,3 +204,26 @@ def _policy_check(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: s
     where = p.root if p.in_git else f"{p.root} (not a git work tree)"
     files = f"; config: {', '.join(p.config_files)}" if p.config_files else ""
     return Check("project policy", "ok", f"{where}: {len(p.masks)} hidden, {len(p.kept)} kept readable{files}")
+
+
+def _secrets_check(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: str) -> Check:
+    """Secrets in files the agent can read (secretscan.py); a warning, since hiding them is the user's call."""
+    from ai_sandbox import secretscan
+    from ai_sandbox.launch import Request, prepare
+
+    try:
+        prepared = prepare(Request(["true"], True, cwd=cwd, env=env, backend=opts.get("backend")), resolve=False)
+        result = secretscan.run(env, prepared.policy, prepared.trees)
+    except SandboxError as e:
+        return Check("secret scan", "fail", e.message, e.hint)
+    files = list(dict.fromkeys(os.path.relpath(f.path, prepared.policy.root) for f in result.findings))
+    if not files:
+        return Check("secret scan", "ok", f"no secret found in the {result.scanned} file(s) the agent can read")
+    return Check(
+        "secret scan",
+        "warn",
+        f"{len(result.findings)} secret(s) in {len(files)} readable file(s): {', '.join(files[:5])}"
+        + (" …" if len(files) > 5 else ""),
+        "`ai-sandbox explain --secrets` names the lines; hide a file with `block` in .ai-sandbox.toml, or move the "
+        "secret out and rotate it",
+    )

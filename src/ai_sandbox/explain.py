@@ -10,7 +10,9 @@ import os
 from typing import Any
 
 from ai_sandbox.fs import below, inside
+from ai_sandbox.history import Finding
 from ai_sandbox.policy import Kept, Mask, Policy
+from ai_sandbox.secretscan import Scan
 
 SCHEMA = 1
 
@@ -31,6 +33,22 @@ def _mask(m: Mask, scratch: frozenset[str] = frozenset()) -> dict[str, Any]:
 
 def _kept(k: Kept) -> dict[str, Any]:
     return {"path": k.path, "type": "dir" if k.is_dir else "file", "reason": k.reason, "rule": str(k.rule)}
+
+
+def _finding(f: Finding) -> dict[str, Any]:
+    return {
+        "path": f.mask, "type": "dir" if f.is_dir else "file", "history_paths": f.paths, "path_count": f.path_count,
+        "versions": f.versions, "first_commit": f.first_commit or None, "first_date": f.first_date or None,
+        "via": f.via, "refs": f.refs, "repository": f.root, "tracked": f.tracked, "remedy": f.remedy(),
+    }  # fmt: skip
+
+
+def secrets(scan: Scan) -> dict[str, Any]:
+    """explain --secrets: what the scan found (never the secret), and how much it had to read."""
+    return {
+        "findings": [{"path": f.path, "line": f.line, "kinds": f.kinds, "scope": f.scope} for f in scan.findings],
+        "scanned": scan.scanned, "reused": scan.reused, "skipped_large": scan.skipped,
+    }  # fmt: skip
 
 
 def verdict(policy: Policy, given: str, cwd: str) -> dict[str, Any]:
@@ -76,6 +94,8 @@ def document(prepared: Any, paths: list[str] | None, cwd: str, nested: list[Mask
         "unavailable": str(err) if (err := prepared.backend.probe(prepared.env)) else None,
         "nested": None if nested is None else {"unenforced": [m.path for m in nested]},
     }
+    doc["history"] = None if prepared.history is None else [_finding(f) for f in prepared.history]
+    doc["secrets"] = None  # filled by `explain --secrets`
     if paths is not None:
         doc["paths"] = [verdict(policy, p, cwd) for p in paths]
     return doc

@@ -5,9 +5,11 @@ git is the source of truth for what is ignored; a git failure is never read as "
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import subprocess
+from collections.abc import Iterator
 
 from ai_sandbox import tools
 from ai_sandbox.errors import PolicyError, UnavailableError
@@ -93,6 +95,17 @@ class Scan:
                 return True
             i = self._index.find(raw, i + 1)
         return False
+
+    @property
+    def blobs(self) -> dict[str, str]:
+        """Tracked file -> its blob id in the index (submodules and unmerged paths left out)."""
+        out: dict[str, str] = {}
+        for rec in self._index.split(b"\0"):
+            meta, _, raw = rec.partition(b"\t")
+            fields = meta.split(b" ")  # tag, mode, blob, stage
+            if len(fields) == 4 and fields[3] == b"0" and fields[1] != b"160000":
+                out[os.fsdecode(raw)] = fields[2].decode()
+        return out
 
     def _split_index(self) -> None:
         tracked: list[str] = []
@@ -509,3 +522,95 @@ def indexed_blob(root: str, rel: str) -> bytes | None:
     if proc.returncode != 0 or len(meta) != 3 or meta[0] not in (b"100644", b"100755"):
         return None
     return meta[1]
+
+
+# --- history (history.py; never on the launch path) --------------------------------------------------------
+
+_LOG = [
+    "-c", "log.showSignature=false", "--no-replace-objects", "log", "--all", "--reflog", "--stdin", "--no-renames",
+    "--diff-merges=first-parent", "--root", "--raw", "--no-abbrev", "-z", "--no-color", "--no-ext-diff",
+    "--format=C%x00%H%x00%ct%x00%S",
+]  # fmt: skip
+_BLOB_MODES = (b"100644", b"100755")
+
+
+def blob_changes(root: str, extra: list[str]) -> Iterator[tuple[str, int, str, str, str]]:
+    """(commit, committer time, source, path, blob) for every file content a commit put at a path, in every
+    commit a ref, a reflog entry or `extra` (more commits) reaches. source is the ref the walk came by ("" or
+    `…@{n}` for a reflog entry). One walk, streamed: 30 MB of output on 100,000 commits."""
+    proc = subprocess.Popen(
+        [*_GIT, *_LOG], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.write("".join(c + "\n" for c in extra).encode())
+        proc.stdin.close()
+    commit, ctime, source = "", 0, ""
+    pending: list[bytes] = []  # the tokens of a record not yet complete
+    need = 0  # how many more it takes
+    rest = b""
+    while True:
+        chunk = proc.stdout.read(1 << 20)
+        tokens = (rest + chunk).split(b"\0")
+        rest = tokens.pop() if chunk else b""
+        for tok in tokens:
+            if need:  # positional: a path token is taken whole, whatever bytes it holds
+                pending.append(tok)
+                need -= 1
+                if need:
+                    continue
+                if pending[0] == b"C":
+                    commit, ctime, source = pending[1].decode(), int(pending[2] or 0), os.fsdecode(pending[3])
+                else:  # ":old_mode new_mode old_blob new_blob status"
+                    meta = pending[0].split(b" ")
+                    if len(meta) >= 5 and meta[4][:1] in (b"A", b"M", b"T") and meta[1] in _BLOB_MODES:
+                        yield commit, ctime, source, os.fsdecode(pending[1]), meta[3].decode()
+                pending = []
+                continue
+            tok = tok.lstrip(b"\n")  # a commit's first change follows its header after a newline
+            if tok == b"C":
+                pending, need = [tok], 3
+            elif tok.startswith(b":"):
+                pending, need = [tok], 1
+        if not chunk:
+            break
+    err = proc.stderr.read()
+    if proc.wait() != 0:
+        raise _git_error(["log"], root, err)
+
+
+def modified(repo: Repo) -> set[str]:
+    """Tracked files whose work-tree bytes may differ from the index (stat-dirty ones included)."""
+    return set(_split_z(_git(["diff-files", "--name-only", "-z"], repo.root)))
+
+
+def unreachable_commits(root: str) -> list[str]:
+    """Commits no ref or reflog reaches (a dropped stash, an expired branch): their trees stay readable
+    until git prunes them. fsck's connectivity walk: 2.4 s on 100,000 commits."""
+    proc = _run(["fsck", "--connectivity-only", "--unreachable", "--no-progress"], root)
+    return [ln.split()[2].decode() for ln in proc.stdout.splitlines() if ln.startswith(b"unreachable commit ")]
+
+
+def stored_blobs(root: str, rels: list[str]) -> dict[str, str]:
+    """For each file (relative to root) whose current bytes git's object store holds, its blob id."""
+    rels = [r for r in rels if "\n" not in r]
+    if not rels:
+        return {}
+    hashed = _git(
+        ["hash-object", "--no-filters", "--stdin-paths"], root, b"".join(os.fsencode(r) + b"\n" for r in rels)
+    ).split()
+    if len(hashed) != len(rels):
+        return {}
+    checked = _git(
+        ["--no-replace-objects", "cat-file", "--batch-check=%(objectname) %(objecttype)"],
+        root,
+        b"\n".join(hashed) + b"\n",
+    )
+    present = {ln.split()[0] for ln in checked.splitlines() if ln.endswith(b" blob")}
+    return {r: b.decode() for r, b in zip(rels, hashed, strict=True) if b in present}
+
+
+def refs_containing(root: str, commits: list[str]) -> list[str]:
+    """The refs whose history holds any of commits (~60 ms on 100,000 commits)."""
+    args = [a for c in commits for a in ("--contains", c)]
+    return [os.fsdecode(r) for r in _git(["for-each-ref", *args, "--format=%(refname)"], root).splitlines()]

@@ -9,14 +9,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from ai_sandbox import config, fs, git, layers, nested, paths, profiles, skipworktree, state
+from ai_sandbox import config, fs, git, history, layers, nested, paths, profiles, skipworktree, state
 from ai_sandbox.backends import LaunchPlan, Settings, select
 from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
 from ai_sandbox.layers.outputs import OutputListings
 from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, Pattern, PatternSet, Source
-from ai_sandbox.policy import CONFIG, LOUD, NOT_GIT, Notice, Policy, build, check_reachable
+from ai_sandbox.policy import CONFIG, HISTORY, LOUD, NOT_GIT, Notice, Policy, build, check_reachable
 from ai_sandbox.records import factory, record
 
 TYPE_CHECKING = False
@@ -51,6 +51,7 @@ class Prepared:
     env: Mapping[str, str] = factory(dict)  # the caller's, as the agent gets it
     # what only people read (prepare(detail=True)): history, hard links, what an earlier launch hid
     findings: list[Notice] = factory(list)
+    history: list[history.Finding] | None = None  # hidden content git still holds (prepare(detail=True))
 
     @property
     def notices(self) -> list[Notice]:
@@ -173,14 +174,18 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
     )
     outputs.save()
     findings: list[Notice] = []
+    found: list[history.Finding] | None = None
     if detail:
         from ai_sandbox import audit
 
-        findings = audit.findings(policy, collected.trees) + state.unhidden_notices(policy, env, cwd)
+        findings = audit.findings(policy, collected.trees)
+        found = history.current(env, root, history.targets(policy, collected.trees)) if repo is not None else []
+        findings += history.notices(found, {n.path for n in findings if n.kind == HISTORY})
+        findings += state.unhidden_notices(policy, env, cwd)
     plan = backend.plan(policy, command, env)
     return Prepared(
         policy, backend, plan, profile, command, collected.trees, on_hidden_change=user_cfg.on_hidden_change, env=env,
-        marks=marks, findings=findings,
+        marks=marks, findings=findings, history=found,
     )  # fmt: skip
 
 
@@ -205,7 +210,8 @@ def run(req: Request) -> int:
     err = prepared.backend.unavailable()
     if err is not None:
         raise err
-    _print_loud(prepared.policy)
+    line, refresh = _history_line(prepared)
+    _print_loud(prepared.policy, line, _secrets_line(prepared))
     fs.make_dirs(prepared.plan.dirs)
     fs.write_files(prepared.plan.files)
     state.record(seen)
@@ -217,7 +223,9 @@ def run(req: Request) -> int:
         from ai_sandbox import watch
 
         end = (lambda pid: skipworktree.release(req.env, root, pid)) if needs else None
-        watch.start(prepared.policy, prepared.on_hidden_change, state.moved_log(req.env, root), on_end=end)
+        watch.start(
+            prepared.policy, prepared.on_hidden_change, state.moved_log(req.env, root), on_end=end, background=refresh
+        )
     skipworktree.protect(req.env, root, prepared.marks)
     _exec(prepared.plan.argv, prepared.plan.env)
     return 127  # not reached
@@ -232,15 +240,42 @@ def _run_nested(prepared: Prepared, req: Request, table: list[tuple[str, str]]) 
             f"already inside a sandbox that leaves {shown} readable; a sandbox cannot be stacked here",
             "run ai-sandbox from a shell outside the sandbox",
         )
-    _print_loud(prepared.policy)
+    _print_loud(prepared.policy, _history_line(prepared)[0], _secrets_line(prepared))
     _exec(prepared.command, req.env)
     return 127  # not reached
 
 
-def _print_loud(policy: Policy) -> None:
+def _history_line(prepared: Prepared) -> tuple[str | None, Callable[[], None] | None]:
+    """The launch's line about hidden content git still holds, from the last answer (a walk never runs
+    here), and the refresh the watcher runs in the background when the repository moved since."""
+    policy = prepared.policy
+    if not policy.in_git or not policy.masks:
+        return None, None
+    tgts = history.targets(policy, prepared.trees)
+    if not tgts:
+        return None, None
+    cached = history.load(prepared.env, policy.root)
+    key = history.state_key(tgts)
+    stale = cached is None or cached.key != key
+    line = cached.loud(policy.root) if cached is not None else None
+    return line, history.refresher(prepared.env, policy.root, tgts, key) if stale else None
+
+
+def _secrets_line(prepared: Prepared) -> str | None:
+    """What the last `explain --secrets` (or doctor, or init) found readable; the launch never scans."""
+    from ai_sandbox import secretscan
+
+    return secretscan.loud(secretscan.summary(prepared.env, prepared.policy.root), prepared.policy.root)
+
+
+def _print_loud(policy: Policy, *lines: str | None) -> None:
+    """What the user must see before the agent takes the terminal: the loud notices, then the findings' lines."""
     for w in policy.warnings:
         if w.kind in LOUD:
             print(f"ai-sandbox: warning: {w.message}", file=sys.stderr)
+    for line in lines:
+        if line:
+            print(f"ai-sandbox: warning: {line}", file=sys.stderr)
 
 
 def _exec(argv: list[str], env: Mapping[str, str]) -> None:

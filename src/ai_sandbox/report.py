@@ -252,6 +252,74 @@ def explain(doc: dict[str, Any]) -> None:
     _done(con)
 
 
+def findings(doc: dict[str, Any], *, history: bool, secrets: bool) -> None:
+    """explain --history / --secrets: the findings alone, each with where and what to do."""
+    con = _console()
+    root = doc["project"]
+    if history:
+        found = doc["history"] or []
+        con.print(Text(f"Hidden content git still holds ({len(found)})", style="bold"))
+        if not doc["git"]:
+            con.print(Text("  not a git work tree: no history", style="dim"))
+        elif not found:
+            con.print(
+                Text(
+                    "  none: no hidden path has content in any commit, stash, reflog entry or stored object",
+                    style="dim",
+                )
+            )
+        for f in found:
+            shown = show_path(f["path"], root, f["type"] == "dir")
+            con.print(Text(f"  {shown}", style="bold red"), soft_wrap=True)
+            if f["via"] == "store":
+                con.print(Text("    the current content is stored in .git/objects, in no commit (added, then reset)"))
+            else:
+                import time
+
+                date = time.strftime("%Y-%m-%d", time.gmtime(f["first_date"] or 0))
+                refs = ", ".join(f["refs"]) or {
+                    "reflog": "a reflog entry only",
+                    "unreachable": "a dangling commit only",
+                }.get(f["via"], "-")
+                con.print(
+                    Text(f"    {f['versions']} version(s) since {f['first_commit'][:12]} ({date}); held by {refs}"),
+                    soft_wrap=True,
+                )
+            if f["type"] == "dir":
+                more = (
+                    f" and {f['path_count'] - len(f['history_paths'])} more"
+                    if f["path_count"] > len(f["history_paths"])
+                    else ""
+                )
+                con.print(
+                    Text("    paths: " + ", ".join(printable(p) for p in f["history_paths"]) + more), soft_wrap=True
+                )
+            con.print(Text(f"    → {f['remedy']}", style="dim"), soft_wrap=True)
+    if secrets:
+        s = doc["secrets"]
+        if history:
+            con.print()
+        con.print(Text(f"Secrets in files the agent can read ({len(s['findings'])})", style="bold"))
+        for f in s["findings"]:
+            where = show_path(f["path"], root) + f":{f['line']}"
+            scope = "  (agent home state)" if f["scope"] != "project" else ""
+            con.print(Text(f"  {where}  {', '.join(f['kinds'])}{scope}"), soft_wrap=True)
+        tail = f"{s['scanned']} file(s) scanned, {s['reused']} unchanged since the last scan"
+        if s["skipped_large"]:
+            tail += f", {s['skipped_large']} larger than 2 MiB skipped"
+        con.print(Text(f"  {tail}", style="dim"))
+        if s["findings"]:
+            con.print(
+                Text(
+                    "  → move each secret out of the file (an ignored .env, a secret manager) and rotate it, or hide "
+                    "the file: `block` in .ai-sandbox.toml (`ai-sandbox init` suggests them)",
+                    style="dim",
+                ),
+                soft_wrap=True,
+            )
+    _done(con)
+
+
 def _warnings(con: Console, warnings: list[dict[str, Any]]) -> None:
     if not warnings:
         return

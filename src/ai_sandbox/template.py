@@ -17,6 +17,10 @@ from ai_sandbox.fs import below, write_atomic
 from ai_sandbox.patterns import DEPENDENCY, OUTPUT
 from ai_sandbox.policy import IGNORED
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ai_sandbox.launch import Prepared
+
 _LISTED = 20  # ignored directories named in the header before "and N more"
 
 
@@ -26,6 +30,7 @@ class Draft:
     block: list[str] = field(default_factory=list)  # active entries (migrated or kept)
     allow: list[str] = field(default_factory=list)
     suggest: list[str] = field(default_factory=list)  # commented block suggestions
+    why: dict[str, str] = field(default_factory=dict)  # suggestion -> what the secret scan found in it
     ignored: list[str] = field(default_factory=list)  # hidden by git's rules, for the header
     dependencies: list[str] = field(default_factory=list)  # ignored, kept readable as dependencies
     outputs: list[str] = field(default_factory=list)  # ignored, kept readable and writable as build outputs
@@ -87,7 +92,25 @@ def draft(directory: str, env: dict[str, str], force: bool) -> tuple[Draft, str]
             if entry not in seen:
                 seen.add(entry)
                 d.suggest.append(entry)
+    _scanned(d, prepared, seen)
     return d, target
+
+
+def _scanned(d: Draft, prepared: Prepared, seen: set[str]) -> None:
+    """Files whose content holds a secret (secretscan.py), whatever their name."""
+    from ai_sandbox import secretscan
+
+    result = secretscan.run(prepared.env, prepared.policy, prepared.trees)
+    for f in result.findings:
+        entry = "/" + os.path.relpath(f.path, d.root)
+        note = f"line {f.line}: {', '.join(f.kinds)}"
+        if entry in d.why:
+            d.why[entry] += f"; {note}"
+            continue
+        d.why[entry] = note
+        if entry not in seen:
+            seen.add(entry)
+            d.suggest.append(entry)
 
 
 def _keep_existing(d: Draft, target: str) -> None:
@@ -109,12 +132,17 @@ def _toml(value: str) -> str | None:
     return tomli_w.dumps({"v": value})[4:].rstrip("\n")
 
 
-def _array(key: str, active: list[str], commented: list[str]) -> list[str]:
+def _array(key: str, active: list[str], commented: list[str], why: dict[str, str] | None = None) -> list[str]:
     if not active and not commented:
         return [f"{key} = []"]
+    why = why or {}
     lines = [f"{key} = ["]
     lines += [f"    {_toml(v)}," for v in active if _toml(v) is not None]
-    lines += [f"    # {_toml(v)}," for v in commented if _toml(v) is not None]
+    lines += [
+        f"    # {_toml(v)}," + (f"  # secret scan: {why[v]}" if v in why else "")
+        for v in commented
+        if _toml(v) is not None
+    ]
     lines.append("]")
     return lines
 
@@ -173,9 +201,13 @@ def render(d: Draft) -> str:
         lines += ["#", "# Not migrated from .ai-sandbox (no project-file form; add them to your config.toml `block`):"]
         lines += [f"#   {u}" for u in d.unmigrated]
     if d.suggest:
-        lines += ["#", "# Files that look like secrets and are readable now: delete the # to hide one."]
+        lines += [
+            "#",
+            "# Files that look like secrets, by name or by content (a secret scan names the line), and are",
+            "# readable now: delete the # to hide one.",
+        ]
     lines.append("")
-    lines += _array("block", d.block, d.suggest)
+    lines += _array("block", d.block, d.suggest, d.why)
     lines.append("")
     lines += _array("allow", d.allow, [])
     return "\n".join(lines) + "\n"

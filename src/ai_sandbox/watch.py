@@ -38,10 +38,17 @@ _IN_ONLYDIR, _IN_NONBLOCK, _IN_CLOEXEC = 0x01000000, 0o4000, 0o2000000
 _EVENT = struct.Struct("iIII")
 
 
-def start(policy: Policy, mode: str, moved_log: str = "", on_end: Callable[[int], None] | None = None) -> None:
+def start(
+    policy: Policy,
+    mode: str,
+    moved_log: str = "",
+    on_end: Callable[[int], None] | None = None,
+    background: Callable[[], None] | None = None,
+) -> None:
     """Fork the watcher for this process, which is about to become the sandbox; returns in the parent.
     mode is config's on_hidden_change: "end" the session, or "warn". on_end(pid) runs once the sandbox is gone
-    (the index marks of skipworktree.py are cleared there)."""
+    (the index marks of skipworktree.py are cleared there). background runs once, in a process of its own at
+    low priority, while the agent starts (the history walk of history.py: seconds on a large repository)."""
     if not policy.masks and on_end is None:
         return
     target = os.getpid()
@@ -70,6 +77,8 @@ def start(policy: Policy, mode: str, moved_log: str = "", on_end: Callable[[int]
         return
     code = 0
     try:
+        if background is not None:
+            _detach(background)
         _child(paths, target, mode, moved_log)  # no paths (on_end only): it just outlives the sandbox
     except BaseException:  # a watcher must never print a traceback over the agent's screen
         code = 1
@@ -91,6 +100,32 @@ def _outlive_signals() -> None:
     for sig in _OUTLIVED:
         signal.signal(sig, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _OUTLIVED)  # blocked by start() across the fork
+
+
+def _detach(job: Callable[[], None]) -> None:
+    """Run job in a grandchild of the watcher, reparented at once (nobody waits for it), silent, niced, and
+    deaf to the terminal's signals like the watcher itself."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return
+    if pid != 0:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        return
+    code = 0
+    try:
+        if os.fork() == 0:
+            _outlive_signals()
+            devnull = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(devnull, fd)
+            os.nice(10)
+            job()
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)
 
 
 def _ident(path: str) -> tuple[int, int] | None:

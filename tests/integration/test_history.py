@@ -81,6 +81,13 @@ def test_the_launch_says_so_from_the_cached_answer_and_refreshes_it_in_the_backg
     assert "ai-sandbox: warning: 5 hidden path(s) readable through git history" in second.err
     assert "ai-sandbox explain --history" in second.err
     assert second.err.count("git history") == 1
+    (cached,) = cache.iterdir()
+    before = cached.stat().st_mtime_ns
+    assert len(json.loads(ws.run("explain", "--json").out)["history"]) == 5
+    assert cached.stat().st_mtime_ns == before  # the answer was still current: no walk, no rewrite
+    ws.git("commit", "-q", "--allow-empty", "-m", "a new commit moves the refs")
+    ws.run("explain", "--json")
+    assert cached.stat().st_mtime_ns != before  # walked again and remembered
 
 
 def test_a_history_rewritten_clean_is_no_longer_reported(ws_self):

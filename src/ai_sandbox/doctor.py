@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ai_sandbox import config, nested, paths, profiles
 from ai_sandbox.errors import SandboxError
+from ai_sandbox.fs import printable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -216,7 +217,7 @@ def _secrets_check(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: 
         result = secretscan.run(env, prepared.policy, prepared.trees)
     except SandboxError as e:
         return Check("secret scan", "fail", e.message, e.hint)
-    files = list(dict.fromkeys(os.path.relpath(f.path, prepared.policy.root) for f in result.findings))
+    files = list(dict.fromkeys(printable(os.path.relpath(f.path, prepared.policy.root)) for f in result.findings))
     if not files:
         return Check("secret scan", "ok", f"no secret found in the {result.scanned} file(s) the agent can read")
     return Check(

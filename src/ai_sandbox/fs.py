@@ -14,6 +14,11 @@ def below(path: str, parent: str) -> bool:
     return path.startswith(parent.rstrip("/") + "/")
 
 
+def printable(s: str) -> str:
+    """A name as one line a terminal cannot be steered by: control characters and raw bytes escaped."""
+    return s if s.isprintable() else s.encode("unicode_escape", "backslashreplace").decode("ascii")
+
+
 def inside(path: str, parent: str) -> bool:
     """path is parent or inside it."""
     return path == parent or path.startswith(parent.rstrip("/") + "/")

@@ -26,6 +26,10 @@ _GIT = (
     "core.fsmonitor=false",
     "-c",
     "core.hooksPath=/dev/null",
+    # No transport at all: in a partial clone a missing object makes git fetch it, running the command a
+    # repository names (remote.*.uploadpack) — a red team ran code outside the sandbox that way.
+    "-c",
+    "protocol.allow=never",
     "--no-optional-locks",
 )
 
@@ -539,9 +543,11 @@ def blob_changes(root: str, extra: list[str]) -> Iterator[tuple[str, int, str, s
     commit a ref, a reflog entry or `extra` (more commits) reaches. source is the ref the walk came by ("" or
     `…@{n}` for a reflog entry). One walk, streamed: 30 MB of output on 100,000 commits."""
     proc = subprocess.Popen(
-        [*_GIT, *_LOG], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        [*_GIT, *_LOG], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        env=_HISTORY_ENV, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    timer = _deadline(proc)
     with contextlib.suppress(BrokenPipeError):
         proc.stdin.write("".join(c + "\n" for c in extra).encode())
         proc.stdin.close()
@@ -574,9 +580,9 @@ def blob_changes(root: str, extra: list[str]) -> Iterator[tuple[str, int, str, s
                 pending, need = [tok], 1
         if not chunk:
             break
-    err = proc.stderr.read()
+    timer.cancel()
     if proc.wait() != 0:
-        raise _git_error(["log"], root, err)
+        raise HistoryError(f"git log exited with status {proc.returncode}")
 
 
 def modified(repo: Repo) -> set[str]:
@@ -587,8 +593,8 @@ def modified(repo: Repo) -> set[str]:
 def unreachable_commits(root: str) -> list[str]:
     """Commits no ref or reflog reaches (a dropped stash, an expired branch): their trees stay readable
     until git prunes them. fsck's connectivity walk: 2.4 s on 100,000 commits."""
-    proc = _run(["fsck", "--connectivity-only", "--unreachable", "--no-progress"], root)
-    return [ln.split()[2].decode() for ln in proc.stdout.splitlines() if ln.startswith(b"unreachable commit ")]
+    out = _history_git(["fsck", "--connectivity-only", "--unreachable", "--no-progress"], root, ok=(0, 1, 2, 4, 8))
+    return [ln.split()[2].decode() for ln in out.splitlines() if ln.startswith(b"unreachable commit ")]
 
 
 def stored_blobs(root: str, rels: list[str]) -> dict[str, str]:
@@ -596,12 +602,12 @@ def stored_blobs(root: str, rels: list[str]) -> dict[str, str]:
     rels = [r for r in rels if "\n" not in r]
     if not rels:
         return {}
-    hashed = _git(
+    hashed = _history_git(
         ["hash-object", "--no-filters", "--stdin-paths"], root, b"".join(os.fsencode(r) + b"\n" for r in rels)
     ).split()
     if len(hashed) != len(rels):
         return {}
-    checked = _git(
+    checked = _history_git(
         ["--no-replace-objects", "cat-file", "--batch-check=%(objectname) %(objecttype)"],
         root,
         b"\n".join(hashed) + b"\n",
@@ -613,4 +619,39 @@ def stored_blobs(root: str, rels: list[str]) -> dict[str, str]:
 def refs_containing(root: str, commits: list[str]) -> list[str]:
     """The refs whose history holds any of commits (~60 ms on 100,000 commits)."""
     args = [a for c in commits for a in ("--contains", c)]
-    return [os.fsdecode(r) for r in _git(["for-each-ref", *args, "--format=%(refname)"], root).splitlines()]
+    return [os.fsdecode(r) for r in _history_git(["for-each-ref", *args, "--format=%(refname)"], root).splitlines()]
+
+
+class HistoryError(Exception):
+    """A history git call failed or timed out; its stderr is never shown (it can quote any file a session
+    linked into .git, as `unexpected line in .git/packed-refs: API_KEY=…`)."""
+
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import threading
+
+HISTORY_TIMEOUT = 600.0  # seconds per call: a FIFO a session planted in .git must not hang explain forever
+_HISTORY_ENV = {**os.environ, "GIT_NO_LAZY_FETCH": "1", "GIT_TERMINAL_PROMPT": "0"}
+
+
+def _deadline(proc: subprocess.Popen[bytes]) -> threading.Timer:
+    import threading  # never on the launch path
+
+    timer = threading.Timer(HISTORY_TIMEOUT, proc.kill)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+def _history_git(args: list[str], root: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> bytes:
+    try:
+        proc = subprocess.run(
+            [*_GIT, *args], cwd=root, input=stdin, capture_output=True, env=_HISTORY_ENV, timeout=HISTORY_TIMEOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise HistoryError(f"git {args[0]} took longer than {HISTORY_TIMEOUT:.0f} s") from None
+    if proc.returncode not in ok:
+        raise HistoryError(f"git {args[0]} exited with status {proc.returncode}")
+    return proc.stdout

@@ -17,10 +17,11 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Callable, Iterable, Mapping
 
 from ai_sandbox import git, paths
-from ai_sandbox.fs import below, write_atomic
+from ai_sandbox.fs import below, printable, write_atomic
 from ai_sandbox.policy import CRYPT, HISTORY, Notice, Policy
 from ai_sandbox.records import factory, record
 
@@ -147,7 +148,7 @@ class _Seen:
     blobs: set[str] = factory(set)
     first: tuple[int, str] = (1 << 62, "")  # (committer time, commit)
     via: str = "unreachable"
-    commits: set[str] = factory(set)
+    commits: dict[str, int] = factory(dict)  # commit -> committer time
 
 
 _RANK = {"ref": 0, "reflog": 1, "unreachable": 2}
@@ -168,7 +169,7 @@ def walk(target: Target) -> list[Finding]:
         if s is None:
             s = seen[rel] = _Seen()
         s.blobs.add(blob)
-        s.commits.add(commit)
+        s.commits[commit] = ctime
         s.first = min(s.first, (ctime, commit))
         via = "unreachable" if commit in dangling else ("reflog" if not source or "@{" in source else "ref")
         if _RANK[via] < _RANK[s.via]:
@@ -224,12 +225,13 @@ def _name_refs(root: str, findings: list[Finding], seen: Mapping[str, _Seen], da
     for i, f in enumerate(findings):
         if f.via == "store":
             continue
-        commits = {c for rel in f.paths for c in seen[rel].commits}
+        commits = {c: t for rel in f.paths for c, t in seen[rel].commits.items()}
         if i < MAX_REF_QUERIES:
-            f.refs = git.refs_containing(root, sorted(commits)[:50])
+            by_time = sorted(commits, key=commits.__getitem__)
+            f.refs = git.refs_containing(root, by_time[-40:] + by_time[:10])  # the newest are the likeliest held
         if f.refs:
             f.via = "ref"
-        elif commits <= dangling:
+        elif set(commits) <= dangling:
             f.via = "unreachable"
         elif i < MAX_REF_QUERIES:
             f.via = "reflog"
@@ -249,8 +251,10 @@ def state_key(tgts: list[Target]) -> str:
             if rel in t.files:
                 h.update(_stat(os.path.join(t.root, rel)))
     for d in sorted({t.common_dir for t in tgts}):
-        for name in ("packed-refs", "HEAD", "objects/pack", "objects/info/packs"):
+        for name in ("packed-refs", "HEAD", "objects/pack", "objects/info/packs", "objects/info/alternates"):
             h.update(_stat(os.path.join(d, name)))
+        for i in range(256):  # a loose object (`git add`, then reset) changes its directory's mtime
+            h.update(_stat(os.path.join(d, "objects", f"{i:02x}")))
         for sub in ("refs", "logs"):
             for path in _files(os.path.join(d, sub)):
                 h.update(os.fsencode(path) + _stat(path))
@@ -288,13 +292,14 @@ def _files(top: str, limit: int = 20_000) -> list[str]:
 class Cached:
     key: str
     findings: list[Finding]
+    errors: list[str] = factory(list)  # repositories whose history could not be read (git's words never kept)
 
     def loud(self, root: str) -> str | None:
         """The launch's one line, or None."""
         if not self.findings:
             return None
         masks = list(dict.fromkeys(f.mask for f in self.findings))
-        shown = ", ".join(os.path.relpath(m, root) for m in masks[:3]) + (", …" if len(masks) > 3 else "")
+        shown = ", ".join(printable(os.path.relpath(m, root)) for m in masks[:3]) + (", …" if len(masks) > 3 else "")
         return (
             f"{len(masks)} hidden path(s) readable through git history ({shown}): "
             "`ai-sandbox explain --history` says where and how to remove them"
@@ -305,20 +310,50 @@ def cache_file(env: Mapping[str, str], root: str) -> str:
     return paths.project_cache(env, root, "history")
 
 
+_TYPES = {n: t for n, t in Finding.__annotations__.items()}
+_CHECK = {"str": str, "bool": bool, "int": int, "list[str]": list}
+
+
 def load(env: Mapping[str, str], root: str) -> Cached | None:
-    """The last answer for this project, or None (never computed, unreadable, or an older format)."""
+    """The last answer for this project, or None (never computed, unreadable, damaged, an older format)."""
+    doc = read_json(cache_file(env, root), 64 << 20)
     try:
-        with open(cache_file(env, root), "rb") as f:
-            doc = json.loads(f.read())
-        if doc.get("version") != VERSION:
+        if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc["key"], str):
             return None
-        return Cached(doc["key"], [Finding(**f) for f in doc["findings"]])
-    except (OSError, ValueError, TypeError, KeyError):
+        found = []
+        for f in doc["findings"]:
+            if set(f) != set(_TYPES) or not all(isinstance(f[n], _CHECK[str(t)]) for n, t in _TYPES.items()):
+                return None
+            found.append(Finding(**f))
+        return Cached(doc["key"], found, [str(e) for e in doc.get("errors", [])])
+    except (TypeError, KeyError, AttributeError):
         return None
 
 
+def read_json(path: str, limit: int) -> object:
+    """A small JSON file of ai-sandbox's own, or None: never blocks on a FIFO, never follows a link, never
+    reads more than limit bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return json.loads(f.read(limit + 1))
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        os.close(fd)
+
+
 def save(env: Mapping[str, str], root: str, cached: Cached) -> None:
-    doc = {"version": VERSION, "key": cached.key, "findings": [as_dict(f) for f in cached.findings]}
+    doc = {
+        "version": VERSION, "key": cached.key, "findings": [as_dict(f) for f in cached.findings],
+        "errors": cached.errors,
+    }  # fmt: skip
     write_atomic(cache_file(env, root), json.dumps(doc, ensure_ascii=True).encode())
 
 
@@ -328,12 +363,16 @@ def as_dict(f: Finding) -> dict[str, object]:
 
 def compute(tgts: list[Target], key: str) -> Cached:
     findings: list[Finding] = []
+    errors: list[str] = []
     for t in tgts:
-        findings += walk(t)
-    return Cached(key, findings)
+        try:
+            findings += walk(t)
+        except (git.HistoryError, OSError) as e:
+            errors.append(f"{t.root}: {e}")
+    return Cached(key, findings, errors)
 
 
-def current(env: Mapping[str, str], root: str, tgts: list[Target]) -> list[Finding]:
+def current(env: Mapping[str, str], root: str, tgts: list[Target]) -> Cached:
     """The findings as the repository stands (explain, --dry-run): the remembered answer when its key still
     matches, else a new walk, remembered for the launches that follow."""
     key = state_key(tgts)
@@ -342,7 +381,7 @@ def current(env: Mapping[str, str], root: str, tgts: list[Target]) -> list[Findi
         cached = compute(tgts, key)
         with contextlib.suppress(OSError):
             save(env, root, cached)
-    return cached.findings
+    return cached
 
 
 def refresher(env: Mapping[str, str], root: str, tgts: list[Target], key: str) -> Callable[[], None]:
@@ -354,6 +393,12 @@ def refresher(env: Mapping[str, str], root: str, tgts: list[Target], key: str) -
     return run
 
 
-def notices(findings: Iterable[Finding], skip: set[str]) -> list[Notice]:
-    """One `history` notice per finding, except for the masks in skip (a tracked file's notice says it)."""
-    return [Notice(HISTORY, f.message(), f.mask) for f in findings if f.mask not in skip and not f.tracked]
+def notices(cached: Cached, skip: set[str]) -> list[Notice]:
+    """One `history` notice per finding, except for the masks in skip (a tracked file's notice says it), and
+    one per repository whose history could not be read."""
+    out = [Notice(HISTORY, f.message(), f.mask) for f in cached.findings if f.mask not in skip and not f.tracked]
+    out += [
+        Notice(HISTORY, f"git history could not be read ({e}); hidden content git holds there is not reported")
+        for e in cached.errors
+    ]
+    return out

@@ -179,8 +179,12 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
         from ai_sandbox import audit
 
         findings = audit.findings(policy, collected.trees)
-        found = history.current(env, root, history.targets(policy, collected.trees)) if repo is not None else []
-        findings += history.notices(found, {n.path for n in findings if n.kind == HISTORY})
+        cached = history.current(env, root, history.targets(policy, collected.trees)) if repo is not None else None
+        if cached is not None:
+            findings += history.notices(cached, {n.path for n in findings if n.kind == HISTORY})
+            found = cached.findings
+        else:
+            found = []
         findings += state.unhidden_notices(policy, env, cwd)
     plan = backend.plan(policy, command, env)
     return Prepared(

@@ -18,7 +18,7 @@ import stat
 from collections.abc import Iterable, Iterator, Mapping
 
 from ai_sandbox import git, paths
-from ai_sandbox.fs import write_atomic
+from ai_sandbox.fs import printable, write_atomic
 from ai_sandbox.records import record
 
 TYPE_CHECKING = False
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 VERSION = 1
 MAX_SIZE = 2 << 20  # larger files are logs, data or bundles: not scanned (said in explain)
 MAX_HOME_FILES = 20_000  # files scanned in the agent's home state
+MAX_SUMMARY = 200  # findings kept for the launch's line (a session can plant thousands of fake keys)
 
 
 @record
@@ -55,10 +56,8 @@ def project_files(policy: Policy, trees: Iterable[Tree]) -> Iterator[tuple[str, 
         changed = git.modified(tree.scan.repo) if blobs else set()
         for rel, blob in blobs.items():
             path = os.path.join(root, rel)
-            if policy.hidden(path) is None:
-                key = f"blob:{blob}" if rel not in changed else _stat_key(path)
-                if key:
-                    yield path, key
+            if policy.hidden(path) is None and _stat_key(path):  # a regular file: a link is not followed
+                yield path, (f"blob:{blob}" if rel not in changed else _stat_key(path))
         for rel, is_dir in tree.scan.untracked:
             path = os.path.join(root, rel.rstrip("/"))
             for p in _walk(path) if is_dir else [path]:
@@ -141,10 +140,13 @@ def scan(files: Iterable[tuple[str, str, str]], cache: dict[str, list[list[objec
                 out.reused += 1
             else:
                 try:
-                    if os.lstat(path).st_size > MAX_SIZE:
-                        out.skipped += 1
-                        continue
+                    st = os.lstat(path)
                 except OSError:
+                    continue
+                if not stat.S_ISREG(st.st_mode) or os.path.realpath(path) != path:
+                    continue  # a link, or a path through a linked directory: its target is not this file
+                if st.st_size > MAX_SIZE:
+                    out.skipped += 1
                     continue
                 lines: dict[int, list[str]] = {}
                 with contextlib.suppress(OSError, UnicodeError, ValueError):
@@ -177,30 +179,34 @@ def load_cache(env: Mapping[str, str], root: str) -> dict[str, list[list[object]
 def save(env: Mapping[str, str], root: str, cache: dict[str, list[list[object]]], result: Scan) -> None:
     """The per-file answers, and beside them the small summary the launch reads."""
     write_atomic(cache_file(env, root), json.dumps({"version": VERSION, "files": cache}).encode())
-    summary = [[f.path, f.line, f.kinds, f.scope] for f in result.findings]
-    write_atomic(cache_file(env, root) + ".found", json.dumps({"version": VERSION, "found": summary}).encode())
+    summary = [[f.path, f.line, f.kinds, f.scope] for f in result.findings[:MAX_SUMMARY]]
+    doc = {"version": VERSION, "found": summary, "total": len(result.findings)}
+    write_atomic(cache_file(env, root) + ".found", json.dumps(doc).encode())
 
 
 def summary(env: Mapping[str, str], root: str) -> list[Secret]:
-    """What the last scan found, without the files that are gone since (the launch's line)."""
+    """What the last scan found (its first MAX_SUMMARY findings), without the files gone since: the launch's
+    line. Read defensively: a damaged file means no line, never a blocked or failed launch."""
+    from ai_sandbox.history import read_json
+
+    doc = read_json(cache_file(env, root) + ".found", 1 << 20)
     try:
-        with open(cache_file(env, root) + ".found", "rb") as f:
-            doc = json.loads(f.read())
-        if doc.get("version") != VERSION:
+        if not isinstance(doc, dict) or doc.get("version") != VERSION:
             return []
         found = [Secret(str(p), int(n), [str(k) for k in kinds], str(s)) for p, n, kinds, s in doc["found"]]
-    except (OSError, ValueError, TypeError, KeyError):
+    except (TypeError, ValueError, KeyError):
         return []
-    return [f for f in found if os.path.lexists(f.path)]
+    return [f for f in found[:MAX_SUMMARY] if os.path.lexists(f.path)]
 
 
 def loud(found: list[Secret], root: str) -> str | None:
     if not found:
         return None
     files = list(dict.fromkeys(f.path for f in found))
-    shown = ", ".join(os.path.relpath(p, root) for p in files[:3]) + (", …" if len(files) > 3 else "")
+    shown = ", ".join(printable(os.path.relpath(p, root)) for p in files[:3]) + (", …" if len(files) > 3 else "")
+    many = "+" if len(found) >= MAX_SUMMARY else ""
     return (
-        f"the last secret scan found {len(found)} secret(s) in {len(files)} file(s) the agent can read ({shown}): "
+        f"the last secret scan found {len(found)}{many} secret(s) in {len(files)} file(s) the agent can read ({shown}): "
         "`ai-sandbox explain --secrets` lists them"
     )
 

@@ -103,8 +103,8 @@ def _outlive_signals() -> None:
 
 
 def _detach(job: Callable[[], None]) -> None:
-    """Run job in a grandchild of the watcher, reparented at once (nobody waits for it), silent, niced, and
-    deaf to the terminal's signals like the watcher itself."""
+    """Run job in a grandchild of the watcher, reparented at once (nobody waits for it), silent, niced, and in
+    a session of its own, away from the terminal's signals (its git calls have time limits: history.py)."""
     try:
         pid = os.fork()
     except OSError:
@@ -116,7 +116,10 @@ def _detach(job: Callable[[], None]) -> None:
     code = 0
     try:
         if os.fork() == 0:
-            _outlive_signals()
+            os.setsid()  # no terminal: no SIGHUP or Ctrl-C reaches it, and none is ignored for the git it runs
+            for sig in _OUTLIVED:
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _OUTLIVED)
             devnull = os.open(os.devnull, os.O_RDWR)
             for fd in (0, 1, 2):
                 os.dup2(devnull, fd)

@@ -377,7 +377,7 @@ def findings_bench(cache: str, monorepo: str | None, quick: bool) -> list[tuple[
     walks = []
     for _ in range(1 if quick else 3):
         t = time.perf_counter()
-        found = history.compute(tgts, "bench")
+        found = history.compute(tgts, "bench").findings
         walks.append(time.perf_counter() - t)
     what = ", ".join(f"{os.path.basename(f.mask)} ({f.via})" for f in found)
     rows.append(("history walk (explain, background refresh)", f"{HISTORY_COMMITS:,} commits: {what}", ms(med(walks))))

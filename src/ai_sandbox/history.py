@@ -133,7 +133,7 @@ def targets(policy: Policy, trees: Iterable[Tree]) -> list[Target]:
                 t = out.get(root)
                 if t is None:
                     t = out[root] = Target(root, common_dir=tree.scan.repo.common_dir, scan=tree.scan)
-                rel = "" if m.path == root else os.path.relpath(m.path, root)
+                rel = "" if m.path == root else m.path[len(root.rstrip("/")) + 1 :]  # normal paths: no relpath
                 (t.dirs if m.is_dir or m.path == root else t.files).add(rel)
                 t.masks[rel] = m.path
                 break
@@ -241,15 +241,14 @@ def _name_refs(root: str, findings: list[Finding], seen: Mapping[str, _Seen], da
 
 
 def state_key(tgts: list[Target]) -> str:
-    """What the findings depend on, by stat calls only (it runs on the launch path): the hidden paths and
-    their files, and each repository's refs, reflogs and packs."""
+    """What the findings depend on, by stat calls only (it runs on the launch path): the hidden paths, and
+    each repository's refs, reflogs, packs and loose-object directories (a hidden file's content stored by
+    `git add` lands in one). Not the hidden files themselves: new content git does not store changes nothing."""
     h = hashlib.sha256(b"%d\0" % VERSION)
     for t in sorted(tgts, key=lambda t: t.root):
         h.update(os.fsencode(t.root) + b"\0")
         for rel in sorted(t.masks):
             h.update(os.fsencode(rel) + (b"/\0" if rel in t.dirs else b"\0"))
-            if rel in t.files:
-                h.update(_stat(os.path.join(t.root, rel)))
     for d in sorted({t.common_dir for t in tgts}):
         for name in ("packed-refs", "HEAD", "objects/pack", "objects/info/packs", "objects/info/alternates"):
             h.update(_stat(os.path.join(d, name)))

@@ -380,13 +380,15 @@ def findings_bench(cache: str, monorepo: str | None, quick: bool) -> list[tuple[
         found = history.compute(tgts, "bench").findings
         walks.append(time.perf_counter() - t)
     what = ", ".join(f"{os.path.basename(f.mask)} ({f.via})" for f in found)
-    rows.append(("history walk (explain, background refresh)", f"{HISTORY_COMMITS:,} commits: {what}", ms(med(walks))))
+    rows.append(
+        ("history walk (explain, background refresh)", f"{HISTORY_COMMITS:,} commits: {what}", ms(med(walks) * 1000))
+    )
     keys = []
     for _ in range(20):
         t = time.perf_counter()
         history.state_key(tgts)
         keys.append(time.perf_counter() - t)
-    rows.append(("history key check (launch path)", f"{HISTORY_COMMITS:,} commits", ms(med(keys))))
+    rows.append(("history key check (launch path)", f"{HISTORY_COMMITS:,} commits", ms(med(keys) * 1000)))
     if monorepo:
         prepared = prepare(Request(["true"], True, cwd=monorepo, env=env), resolve=False)
         t = time.perf_counter()
@@ -396,7 +398,7 @@ def findings_bench(cache: str, monorepo: str | None, quick: bool) -> list[tuple[
             (
                 "history key check (launch path)",
                 f"monorepo, {len(prepared.policy.masks):,} masks",
-                ms(time.perf_counter() - t),
+                ms((time.perf_counter() - t) * 1000),
             )
         )
         for label in ("cold", "warm") if not quick else ("warm",):
@@ -411,7 +413,7 @@ def findings_bench(cache: str, monorepo: str | None, quick: bool) -> list[tuple[
                 (
                     f"secret scan, {label} (explain --secrets)",
                     f"monorepo: {result.scanned:,} files, {result.reused:,} from the cache, {len(result.findings)} found",
-                    ms(time.perf_counter() - t),
+                    ms((time.perf_counter() - t) * 1000),
                 )
             )
     return rows

@@ -80,9 +80,8 @@ class Finding:
     tracked: bool = False  # the hidden path is tracked now
 
     def remedy(self) -> str:
-        spec = " ".join(
-            f"--path {_shell(p + ('/' if self.is_dir and p == self.paths[0] else ''))}" for p in self.paths[:1]
-        )
+        rel = os.path.relpath(self.mask, self.root)
+        spec = f"--path {_shell(rel + '/')}" if self.is_dir and rel != "." else f"--path {_shell(self.paths[0])}"
         expire = "git reflog expire --expire-unreachable=now --all && git gc --prune=now"
         if self.via == "ref" and set(self.refs) != {"refs/stash"}:
             return f"rewrite history with `git filter-repo --invert-paths {spec}`, then rotate the secret"

@@ -33,7 +33,8 @@ def test_each_way_of_reaching_content_gets_its_remedy():
         assert "git reflog expire --expire-unreachable=now --all && git gc --prune=now" in _finding(via=via).remedy()
     odd = _finding(paths=["a b;$(x)"], mask="/p/a b;$(x)").remedy()
     assert "--path 'a b;$(x)'" in odd  # quoted for copy and paste
-    assert "--path secrets/" in _finding(is_dir=True, paths=["secrets"], mask="/p/secrets").remedy()
+    hidden_dir = _finding(is_dir=True, paths=["certs/key.pem", "certs/old.pem"], mask="/p/certs").remedy()
+    assert "--path certs/`" in hidden_dir  # the directory, not its first file with a slash added
 
 
 def test_messages_say_where_and_never_what():

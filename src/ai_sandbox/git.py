@@ -131,10 +131,18 @@ class Scan:
 
 
 def _run(
-    args: list[str], cwd: str, stdin: bytes | None = None, env: dict[str, str] | None = None
+    args: list[str],
+    cwd: str,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float | None = None,
+    new_session: bool = False,
 ) -> subprocess.CompletedProcess[bytes]:
     try:
-        return subprocess.run([*_GIT, *args], cwd=cwd, input=stdin, capture_output=True, env=env)
+        return subprocess.run(
+            [*_GIT, *args], cwd=cwd, input=stdin, capture_output=True, env=env, timeout=timeout,
+            start_new_session=new_session,
+        )  # fmt: skip
     except FileNotFoundError:
         raise UnavailableError(
             f"git is not installed (looked in {tools.where()})",
@@ -646,10 +654,7 @@ def _deadline(proc: subprocess.Popen[bytes]) -> threading.Timer:
 
 def _history_git(args: list[str], root: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> bytes:
     try:
-        proc = subprocess.run(
-            [*_GIT, *args], cwd=root, input=stdin, capture_output=True, env=_HISTORY_ENV, timeout=HISTORY_TIMEOUT,
-            start_new_session=True,
-        )  # fmt: skip
+        proc = _run(args, root, stdin, _HISTORY_ENV, HISTORY_TIMEOUT, new_session=True)
     except subprocess.TimeoutExpired:
         raise HistoryError(f"git {args[0]} took longer than {HISTORY_TIMEOUT:.0f} s") from None
     if proc.returncode not in ok:

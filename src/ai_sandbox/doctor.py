@@ -22,6 +22,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ai_sandbox.backends import Settings
     from ai_sandbox.backends.protocol import Backend
+    from ai_sandbox.launch import Prepared
 
 
 @dataclass
@@ -60,9 +61,10 @@ def run_all(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: str) ->
             Check("nesting", "ok", "running inside a sandbox: a launch here runs directly if its masks are in force")
         )
     if user_cfg is not None and not any(c.status == "fail" and c.name == "git" for c in checks):
-        checks.append(_policy_check(env, opts, cwd))
-        if checks[-1].status == "ok":
-            checks.append(_secrets_check(env, opts, cwd))
+        check, prepared = _policy_check(env, opts, cwd)
+        checks.append(check)
+        if prepared is not None:
+            checks.append(_secrets_check(env, prepared))
     return checks
 
 
@@ -185,7 +187,8 @@ def _userns() -> Check:
     return Check("user namespaces", "ok", f"available (max {count})")
 
 
-def _policy_check(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: str) -> Check:
+def _policy_check(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: str) -> tuple[Check, Prepared | None]:
+    """The project's policy computes; the Prepared it computed (for the secret scan), or None."""
     from ai_sandbox.launch import Request, prepare
 
     try:
@@ -200,20 +203,20 @@ def _policy_check(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: s
         )
         prepared = prepare(req, resolve=False)
     except SandboxError as e:
-        return Check("project policy", "fail", e.message, e.hint)
+        return Check("project policy", "fail", e.message, e.hint), None
     p = prepared.policy
     where = p.root if p.in_git else f"{p.root} (not a git work tree)"
     files = f"; config: {', '.join(p.config_files)}" if p.config_files else ""
-    return Check("project policy", "ok", f"{where}: {len(p.masks)} hidden, {len(p.kept)} kept readable{files}")
+    return Check(
+        "project policy", "ok", f"{where}: {len(p.masks)} hidden, {len(p.kept)} kept readable{files}"
+    ), prepared
 
 
-def _secrets_check(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: str) -> Check:
+def _secrets_check(env: Mapping[str, str], prepared: Prepared) -> Check:
     """Secrets in files the agent can read (secretscan.py); a warning, since hiding them is the user's call."""
     from ai_sandbox import secretscan
-    from ai_sandbox.launch import Request, prepare
 
     try:
-        prepared = prepare(Request(["true"], True, cwd=cwd, env=env, backend=opts.get("backend")), resolve=False)
         result = secretscan.run(env, prepared.policy, prepared.trees)
     except SandboxError as e:
         return Check("secret scan", "fail", e.message, e.hint)

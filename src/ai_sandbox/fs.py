@@ -19,6 +19,19 @@ def printable(s: str) -> str:
     return s if s.isprintable() else s.encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
+def read_json(path: str, limit: int) -> object:
+    """A JSON file of ai-sandbox's own (a cache), or None when it is missing, damaged, larger than limit
+    bytes, or not a regular file: read with verify.read_regular, so never through a link or from a FIFO."""
+    import json
+
+    from ai_sandbox.verify import read_regular  # standard library only: costs nothing
+
+    try:
+        return json.loads(read_regular(path, limit))
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
 def inside(path: str, parent: str) -> bool:
     """path is parent or inside it."""
     return path == parent or path.startswith(parent.rstrip("/") + "/")

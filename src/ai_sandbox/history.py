@@ -17,11 +17,10 @@ import contextlib
 import hashlib
 import json
 import os
-import stat
 from collections.abc import Callable, Iterable, Mapping
 
 from ai_sandbox import git, paths
-from ai_sandbox.fs import below, printable, write_atomic
+from ai_sandbox.fs import below, printable, read_json, write_atomic
 from ai_sandbox.policy import CRYPT, HISTORY, Notice, Policy
 from ai_sandbox.records import factory, record
 
@@ -174,18 +173,19 @@ def walk(target: Target) -> list[Finding]:
         if _RANK[via] < _RANK[s.via]:
             s.via = via
     tracked = set(target.scan.tracked) if target.scan is not None else set()
-    findings = _group(target, seen, tracked)
+    findings = _group(target, seen, owners, tracked)
     findings += _stored(target, {b for s in seen.values() for b in s.blobs}, tracked)
     _name_refs(target.root, findings, seen, dangling)
     return findings
 
 
-def _group(target: Target, seen: Mapping[str, _Seen], tracked: set[str]) -> list[Finding]:
+def _group(
+    target: Target, seen: Mapping[str, _Seen], owners: Mapping[str, str | None], tracked: set[str]
+) -> list[Finding]:
+    """One finding per hidden path; owners: each history path's hidden path, as the walk found it."""
     by_mask: dict[str, list[str]] = {}
     for rel in seen:
-        owner = target.owner(rel)
-        if owner is not None:
-            by_mask.setdefault(owner, []).append(rel)
+        by_mask.setdefault(owners[rel] or "", []).append(rel)
     out = []
     for owner, rels in sorted(by_mask.items()):
         rels.sort()
@@ -326,25 +326,6 @@ def load(env: Mapping[str, str], root: str) -> Cached | None:
         return Cached(doc["key"], found, [str(e) for e in doc.get("errors", [])])
     except (TypeError, KeyError, AttributeError):
         return None
-
-
-def read_json(path: str, limit: int) -> object:
-    """A small JSON file of ai-sandbox's own, or None: never blocks on a FIFO, never follows a link, never
-    reads more than limit bytes."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return json.loads(f.read(limit + 1))
-    except (OSError, ValueError, RecursionError):
-        return None
-    finally:
-        os.close(fd)
 
 
 def save(env: Mapping[str, str], root: str, cached: Cached) -> None:

@@ -18,7 +18,7 @@ import stat
 from collections.abc import Iterable, Iterator, Mapping
 
 from ai_sandbox import git, paths
-from ai_sandbox.fs import printable, write_atomic
+from ai_sandbox.fs import printable, read_json, write_atomic
 from ai_sandbox.records import record
 
 TYPE_CHECKING = False
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from ai_sandbox.layers import Tree
     from ai_sandbox.policy import Policy
 
-VERSION = 1
+VERSION = 2  # 2: a file's answer is [[line, [kinds]]]
+Hits = list[tuple[int, list[str]]]  # one file's findings: (line, kinds), by line
 MAX_SIZE = 2 << 20  # larger files are logs, data or bundles: not scanned (said in explain)
 MAX_HOME_FILES = 20_000  # files scanned in the agent's home state
 MAX_SUMMARY = 200  # findings kept for the launch's line (a session can plant thousands of fake keys)
@@ -56,8 +57,9 @@ def project_files(policy: Policy, trees: Iterable[Tree]) -> Iterator[tuple[str, 
         changed = git.modified(tree.scan.repo) if blobs else set()
         for rel, blob in blobs.items():
             path = os.path.join(root, rel)
-            if policy.hidden(path) is None and _stat_key(path):  # a regular file: a link is not followed
-                yield path, (f"blob:{blob}" if rel not in changed else _stat_key(path))
+            key = _stat_key(path) if policy.hidden(path) is None else ""  # "": not a regular file (a link)
+            if key:
+                yield path, (f"blob:{blob}" if rel not in changed else key)
         for rel, is_dir in tree.scan.untracked:
             path = os.path.join(root, rel.rstrip("/"))
             for p in _walk(path) if is_dir else [path]:
@@ -124,14 +126,14 @@ def _stat_key(path: str) -> str:
     return f"stat:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
-def scan(files: Iterable[tuple[str, str, str]], cache: dict[str, list[list[object]]]) -> Scan:
-    """files: (path, cache key, scope). cache: key -> [[line, kind], …], updated in place to hold exactly the
-    files of this scan."""
+def scan(files: Iterable[tuple[str, str, str]], cache: dict[str, Hits]) -> Scan:
+    """files: (path, cache key, scope). cache: key -> [(line, kinds), …], updated in place to hold exactly
+    the files of this scan."""
     from detect_secrets.core.scan import scan_file
     from detect_secrets.settings import default_settings
 
     out = Scan([], 0, 0, 0)
-    fresh: dict[str, list[list[object]]] = {}
+    fresh: dict[str, Hits] = {}
     with default_settings():
         for path, key, scope in files:
             out.scanned += 1
@@ -152,12 +154,9 @@ def scan(files: Iterable[tuple[str, str, str]], cache: dict[str, list[list[objec
                 with contextlib.suppress(OSError, UnicodeError, ValueError):
                     for s in scan_file(path):
                         lines.setdefault(int(s.line_number), []).append(str(s.type))
-                hits = [[n, k] for n, kinds in sorted(lines.items()) for k in sorted(set(kinds))]
+                hits = [(n, sorted(set(kinds))) for n, kinds in sorted(lines.items())]
             fresh[key] = hits
-            by_line: dict[int, list[str]] = {}
-            for n, k in hits:
-                by_line.setdefault(int(str(n)), []).append(str(k))
-            out.findings += [Secret(path, n, kinds, scope) for n, kinds in sorted(by_line.items())]
+            out.findings += [Secret(path, n, kinds, scope) for n, kinds in hits]
     cache.clear()
     cache.update(fresh)
     return out
@@ -167,16 +166,23 @@ def cache_file(env: Mapping[str, str], root: str) -> str:
     return paths.project_cache(env, root, "secrets")
 
 
-def load_cache(env: Mapping[str, str], root: str) -> dict[str, list[list[object]]]:
-    try:
-        with open(cache_file(env, root), "rb") as f:
-            doc = json.loads(f.read())
-        return dict(doc["files"]) if doc.get("version") == VERSION else {}
-    except (OSError, ValueError, TypeError, KeyError):
+def load_cache(env: Mapping[str, str], root: str) -> dict[str, Hits]:
+    """The remembered answers; an entry that is not [[line, [kind, …]], …] is dropped (its file is read again)."""
+    doc = read_json(cache_file(env, root), 256 << 20)
+    if not isinstance(doc, dict) or doc.get("version") != VERSION or not isinstance(doc.get("files"), dict):
         return {}
+    out: dict[str, Hits] = {}
+    for key, hits in doc["files"].items():
+        try:
+            out[key] = [
+                (n, [str(k) for k in kinds]) for n, kinds in hits if isinstance(n, int) and isinstance(kinds, list)
+            ]
+        except (TypeError, ValueError):
+            continue
+    return out
 
 
-def save(env: Mapping[str, str], root: str, cache: dict[str, list[list[object]]], result: Scan) -> None:
+def save(env: Mapping[str, str], root: str, cache: dict[str, Hits], result: Scan) -> None:
     """The per-file answers, and beside them the small summary the launch reads."""
     write_atomic(cache_file(env, root), json.dumps({"version": VERSION, "files": cache}).encode())
     summary = [[f.path, f.line, f.kinds, f.scope] for f in result.findings[:MAX_SUMMARY]]
@@ -187,8 +193,6 @@ def save(env: Mapping[str, str], root: str, cache: dict[str, list[list[object]]]
 def summary(env: Mapping[str, str], root: str) -> list[Secret]:
     """What the last scan found (its first MAX_SUMMARY findings), without the files gone since: the launch's
     line. Read defensively: a damaged file means no line, never a blocked or failed launch."""
-    from ai_sandbox.history import read_json
-
     doc = read_json(cache_file(env, root) + ".found", 1 << 20)
     try:
         if not isinstance(doc, dict) or doc.get("version") != VERSION:

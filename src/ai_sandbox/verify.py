@@ -72,13 +72,17 @@ def unpack_env(environ: dict[bytes, bytes]) -> dict[bytes, bytes] | None:
     return out
 
 
-def read_regular(path: str) -> bytes:
+def read_regular(path: str, limit: int | None = None) -> bytes:
     """A file's bytes, opened without following a link or blocking on a FIFO; OSError unless it is a
-    regular file (what a session may have planted at a path ai-sandbox writes is never trusted)."""
+    regular file (what a session may have planted at a path ai-sandbox writes is never trusted), or when it
+    is larger than limit bytes."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        if (os.fstat(fd).st_mode & 0o170000) != 0o100000:
+        st = os.fstat(fd)
+        if (st.st_mode & 0o170000) != 0o100000:
             raise OSError(f"{path} is not a regular file")
+        if limit is not None and st.st_size > limit:
+            raise OSError(f"{path} is larger than {limit} bytes")
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)

@@ -115,15 +115,27 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
         for tree, paths in needs.items():
             keep.setdefault(tree, set()).update(paths)
         _clear_unneeded(owned, keep)
-        for tree, paths in needs.items():
-            mine = owned.get(tree, set())
-            todo = [p for p in paths if p not in flagged.get(tree, set()) and p not in mine]
-            if todo:
-                _update_index(tree, "--skip-worktree", todo, _LOCK_WAIT)
-                owned[tree] = mine | set(todo)
+        todo = {
+            tree: [p for p in paths if p not in flagged.get(tree, set()) and p not in owned.get(tree, set())]
+            for tree, paths in needs.items()
+        }
+        todo = {tree: paths for tree, paths in todo.items() if paths}
+        # Written ahead: the journal names the marks before git sets them. A signal that ends this launch the
+        # moment update-index is done (a closed terminal's SIGHUP, seen in CI) then leaves them to the watcher
+        # or the next launch, never unrecorded. A recorded mark git did not set is skipped when cleared
+        # (_flagged_now).
+        for tree, paths in todo.items():
+            owned[tree] = owned.get(tree, set()) | set(paths)
         if needs:
             live[str(os.getpid())] = {"start": _start_time(os.getpid()), "needs": needs}
         _save(path, owned, live)
+        try:
+            for tree, paths in todo.items():
+                _update_index(tree, "--skip-worktree", paths, _LOCK_WAIT)
+        except PolicyError:  # no session runs: what was set stays recorded, for the next launch to clear
+            live.pop(str(os.getpid()), None)
+            _save(path, owned, live)
+            raise
 
 
 def release(env: Mapping[str, str], root: str, pid: int) -> None:

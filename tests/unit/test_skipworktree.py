@@ -63,3 +63,33 @@ def test_a_journal_of_the_wrong_shape_refuses_in_one_line(tmp_path):
             skipworktree._load(str(path))
     path.write_text('{"owned":{"/p":["a"]},"sessions":{"12":{"start":"5","needs":{"/p":["a"]}}}}')
     assert skipworktree._load(str(path))["owned"] == {"/p": ["a"]}
+
+
+def test_the_journal_names_the_marks_before_git_sets_them(tmp_path, monkeypatch):
+    """A closed terminal's SIGHUP can end the launch the moment `update-index` has set the marks: the
+    journal must already name them, or the watcher finds nothing to clear and they stay set (seen in CI)."""
+    import subprocess
+
+    import pytest
+
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "prod.tfvars").write_text("x\n")
+    subprocess.run(["git", "-C", str(repo), "add", "prod.tfvars"], check=True)
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path)}
+    real = skipworktree._update_index
+
+    def killed_after(tree: str, flag: str, paths: list[str], wait: float) -> None:
+        real(tree, flag, paths, wait)
+        raise KeyboardInterrupt  # the signal, right after git wrote the index
+
+    monkeypatch.setattr(skipworktree, "_update_index", killed_after)
+    marks = skipworktree.Marks(needs={str(repo): ["prod.tfvars"]})
+    with pytest.raises(KeyboardInterrupt):
+        skipworktree.protect(env, str(repo), marks)
+    monkeypatch.setattr(skipworktree, "_update_index", real)
+    listing = subprocess.run(["git", "-C", str(repo), "ls-files", "-t"], capture_output=True, text=True).stdout
+    assert listing == "S prod.tfvars\n"  # set, and the session is gone
+    skipworktree.release(env, str(repo), os.getpid())
+    listing = subprocess.run(["git", "-C", str(repo), "ls-files", "-t"], capture_output=True, text=True).stdout
+    assert listing == "H prod.tfvars\n"

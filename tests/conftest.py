@@ -1,7 +1,10 @@
 """Shared fixtures: throwaway git repositories, the installed `ai-sandbox` command, and an unprivileged user.
 
 Integration tests drive the real command (the console script of this venv) against real git, git-crypt
-and firejail. In CI (CI=true) a missing tool fails the run; elsewhere the test is skipped with the reason.
+and firejail or bubblewrap. In CI (CI=true) a missing tool fails the run; elsewhere the test is skipped with
+the reason. A module (`BACKENDS = ...`) or a test (`@pytest.mark.backends(...)`) that names several
+backends runs once per backend: its workspace's launches pass `--backend NAME` (firejail is the default's
+own choice here, so it runs as `auto`).
 """
 
 from __future__ import annotations
@@ -136,9 +139,12 @@ class Result:
 class Workspace:
     """A world-traversable temp dir holding a repo, a HOME and the XDG dirs, owned by whoever runs the test."""
 
-    def __init__(self, base: Path, identity: str) -> None:
+    def __init__(self, base: Path, identity: str, backend: str = "firejail") -> None:
         self.base = base
         self.identity = identity
+        self.backend = backend
+        if backend == "bwrap":
+            require("bwrap")
         self.user = ensure_test_user() if identity == "user" else None
         self.repo = base / "repo"
         self.home = base / "home"
@@ -146,6 +152,11 @@ class Workspace:
         (self.home / ".config" / "ai-sandbox").mkdir(parents=True)
         if self.user and _STAGE_PROBLEM:
             pytest.fail(f"{TEST_USER} cannot run ai-sandbox: {_STAGE_PROBLEM}")
+
+    @property
+    def backend_args(self) -> list[str]:
+        """The options that select this workspace's backend: none for firejail (auto chooses it here)."""
+        return [] if self.backend == "firejail" else ["--backend", self.backend]
 
     @property
     def unprivileged(self) -> bool:
@@ -202,7 +213,7 @@ class Workspace:
         user = as_user or self.user
         if self.user:
             chown_tree(self.base, self.user)
-        cmd = [AIS, *args]
+        cmd = [AIS, *self.backend_args, *args]
         if user:
             cmd = setpriv_argv(user.uid, user.gid, cmd)
         proc = subprocess.run(
@@ -243,10 +254,10 @@ def tmp_world():
     shutil.rmtree(base, ignore_errors=True)
 
 
-def new_workspace(base: Path, identity: str) -> Workspace:
+def new_workspace(base: Path, identity: str, backend: str = "firejail") -> Workspace:
     """A fresh git repository (branch main, one commit) in a workspace."""
     require("git")
-    w = Workspace(base, identity)
+    w = Workspace(base, identity, backend)
     w.git("init", "-q", "-b", "main")
     w.write("README.md", "readme\n")
     w.git("add", "README.md")
@@ -254,16 +265,31 @@ def new_workspace(base: Path, identity: str) -> Workspace:
     return w
 
 
+@pytest.fixture
+def sandbox_backend() -> str:
+    """The backend a workspace's launches use, unless the test or its module names several (below)."""
+    return "firejail"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "sandbox_backend" not in metafunc.fixturenames:
+        return
+    mark = metafunc.definition.get_closest_marker("backends")
+    names = mark.args if mark else getattr(metafunc.module, "BACKENDS", None)
+    if names:
+        metafunc.parametrize("sandbox_backend", names)
+
+
 @pytest.fixture(params=IDENTITIES)
-def ws(request, tmp_world) -> Workspace:
+def ws(request, tmp_world, sandbox_backend) -> Workspace:
     """A repository, once for each identity that can run the sandbox here."""
-    return new_workspace(tmp_world, request.param)
+    return new_workspace(tmp_world, request.param, sandbox_backend)
 
 
 @pytest.fixture
-def ws_self(tmp_world) -> Workspace:
+def ws_self(tmp_world, sandbox_backend) -> Workspace:
     """Like ws, for tests where who runs the command does not change what is proved."""
-    return new_workspace(tmp_world, "root" if IS_ROOT else "self")
+    return new_workspace(tmp_world, "root" if IS_ROOT else "self", sandbox_backend)
 
 
 @pytest.fixture

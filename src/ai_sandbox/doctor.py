@@ -10,6 +10,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -85,18 +86,41 @@ def _config_checks(env: Mapping[str, str], checks: list[Check]) -> config.UserCo
 
 
 def _backend_checks(name: str, env: Mapping[str, str], settings: Settings) -> list[Check]:
-    from ai_sandbox.backends import select
+    """On Linux every backend auto chooses from, asked afresh with a real start (the answers are saved for
+    auto's next launches), then the one in use: its self-test."""
+    from ai_sandbox.backends import REGISTRY, choose, select
 
-    try:
-        backend = select(name, settings)
-    except SandboxError as e:
-        return [Check("backend", "fail", e.message, e.hint)]
-    err = backend.probe(env)
-    if err is not None:
-        return [Check(f"backend {backend.name}", "fail", err.message, err.hint)]
-    out = [Check(f"backend {backend.name}", "ok", backend.version() or "installed (version unknown)")]
-    out.append(_selftest(backend, env))
-    return out
+    checks: list[Check] = []
+    found: dict[str, tuple[Backend, SandboxError | None]] = {}
+    if sys.platform.startswith("linux"):
+        for n in choose.ORDER:
+            b = REGISTRY[n](settings)
+            found[n] = (b, choose.verdict(b, env))
+        verdicts = {n: None if why is None else [why.message, why.hint] for n, (_, why) in found.items()}
+        choose.save(env, choose.state_key([b for b, _ in found.values()]), verdicts)
+    chosen: Backend | None
+    if name == "auto" and found:
+        chosen = next((b for b, why in found.values() if why is None), None)
+    else:
+        try:
+            chosen = select(name, settings, env)
+        except SandboxError as e:
+            return [Check("backend", "fail", e.message, e.hint)]
+        if chosen.name not in found:
+            found[chosen.name] = (chosen, chosen.probe(env))
+    for n, (b, why) in found.items():
+        used = chosen is not None and chosen.name == n
+        if why is None:
+            detail = b.version() or "installed (version unknown)"
+            checks.append(Check(f"backend {n}", "ok", detail + (" — in use" if used else "")))
+        else:
+            checks.append(Check(f"backend {n}", "fail" if used or chosen is None else "warn", why.message, why.hint))
+    if chosen is None:
+        return [*checks, Check("backend", "fail", "no sandbox backend works here", "see the backend lines above")]
+    if found[chosen.name][1] is not None:
+        return checks
+    checks.append(_selftest(chosen, env))
+    return checks
 
 
 def _selftest(backend: Backend, env: Mapping[str, str]) -> Check:
@@ -119,10 +143,17 @@ def _selftest(backend: Backend, env: Mapping[str, str]) -> Check:
         make_dirs(plan.dirs)
         write_files(plan.files)
         try:
-            proc = subprocess.run(
-                plan.argv, env=plan.env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
-            )
-        except (OSError, subprocess.TimeoutExpired) as e:
+            if plan.supervised:
+                from ai_sandbox import supervise
+
+                rc, out, raw = supervise.captured(plan, os.getcwd())
+                text = (out.decode(errors="replace"), raw.decode(errors="replace"))
+                proc = subprocess.CompletedProcess(plan.argv, rc, *text)
+            else:
+                proc = subprocess.run(
+                    plan.argv, env=plan.env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+                )
+        except (OSError, subprocess.TimeoutExpired, TimeoutError) as e:
             return Check(
                 name,
                 "fail",
@@ -161,7 +192,7 @@ def _tool(name: str, argv: list[str], *, required: bool, hint: str) -> Check:
 
 
 def _userns() -> Check:
-    """firejail is setuid and needs none; a container engine running rootless does."""
+    """firejail is setuid and needs none; bwrap run by a user and a rootless container engine do."""
     try:
         with open("/proc/sys/user/max_user_namespaces") as f:
             count = int(f.read().strip())
@@ -170,19 +201,19 @@ def _userns() -> Check:
             "user namespaces",
             "warn",
             "cannot tell (no /proc/sys/user/max_user_namespaces)",
-            "only rootless containers need them",
+            "only bwrap (run by a user) and rootless containers need them",
         )
     try:
         with open("/proc/sys/kernel/unprivileged_userns_clone") as f:
             if f.read().strip() == "0":
                 return Check(
-                    "user namespaces", "warn", "disabled for unprivileged users", "only rootless containers need them"
+                    "user namespaces", "warn", "disabled for unprivileged users", "only bwrap (run by a user) and rootless containers need them"
                 )
     except OSError:
         pass
     if count == 0:
         return Check(
-            "user namespaces", "warn", "disabled (max_user_namespaces = 0)", "only rootless containers need them"
+            "user namespaces", "warn", "disabled (max_user_namespaces = 0)", "only bwrap (run by a user) and rootless containers need them"
         )
     return Check("user namespaces", "ok", f"available (max {count})")
 

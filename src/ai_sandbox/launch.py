@@ -127,7 +127,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
         mounts=user_cfg.mounts,
         cwd=cwd,
     )
-    backend = select(req.backend or user_cfg.backend, settings)
+    backend = select(req.backend or user_cfg.backend, settings, env)
     check_reachable(cwd, backend.name)
     if not backend.host_commands:
         executable = profile.executable  # found on the image's PATH, not the host's
@@ -231,6 +231,12 @@ def run(req: Request) -> int:
             prepared.policy, prepared.on_hidden_change, state.moved_log(req.env, root), on_end=end, background=refresh
         )
     skipworktree.protect(req.env, root, prepared.marks)
+    if prepared.plan.supervised:
+        from ai_sandbox import supervise
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return supervise.run(prepared.plan)
     _exec(prepared.plan.argv, prepared.plan.env)
     return 127  # not reached
 

@@ -38,7 +38,7 @@ OPTIONS = (
     Option(("--dry-run",), "Print the plan and the backend command; run nothing."),
     Option(
         ("--backend",),
-        "Sandbox backend (config: backend; auto is firejail on Linux, docker on macOS).",
+        "Sandbox backend (config: backend; auto: firejail, else bwrap on Linux; docker on macOS).",
         "|".join(BACKENDS),
     ),
     Option(("--engine",), "Container CLI for the docker backend (config: engine).", "|".join(ENGINES)),

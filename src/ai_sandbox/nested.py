@@ -32,7 +32,7 @@ def mounts(path: str = "/proc/self/mountinfo") -> list[tuple[str, str]]:
     except OSError:
         return []
     out = []
-    for line in data.splitlines():
+    for line in data.split(b"\n"):  # not splitlines(): a path's \r is not escaped
         fields = line.split(b" ")
         if len(fields) >= 5:
             out.append((_unescape(fields[3]), _unescape(fields[4])))
@@ -40,7 +40,15 @@ def mounts(path: str = "/proc/self/mountinfo") -> list[tuple[str, str]]:
 
 
 def inside_sandbox(table: list[tuple[str, str]]) -> bool:
-    return any(point == FIREJAIL_MARK for _, point in table)
+    """Inside firejail (its tmpfs) or bwrap (its init is pid 1 here, and ours is no longer it). Forging
+    either only changes which refusal a launch gives: it still runs nothing unless every mask is in force."""
+    if any(point == FIREJAIL_MARK for _, point in table):
+        return True
+    try:
+        with open("/proc/1/comm", "rb") as f:
+            return f.read() == b"bwrap\n"
+    except OSError:
+        return False
 
 
 def unenforced(policy: Policy, table: list[tuple[str, str]]) -> list[Mask]:

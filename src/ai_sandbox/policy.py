@@ -226,7 +226,8 @@ def is_system(path: str) -> bool:
 def check_reachable(cwd: str, backend: str) -> None:
     """Refuse a project inside a directory the backend replaces with an empty one of its own (FIREJAIL_PRIVATE):
     inside the sandbox the project is not there, and firejail starts the agent in $HOME instead — silently.
-    The docker backend mounts the project at its own path, which works from /var/tmp and /dev/shm too."""
+    bwrap shows /var/tmp as it is. The docker backend mounts the project at its own path, which works from
+    /var/tmp and /dev/shm too."""
     for d in _PRIVATE.get(backend, ()):
         if inside(cwd, d):
             raise PolicyError(
@@ -236,7 +237,7 @@ def check_reachable(cwd: str, backend: str) -> None:
             )
 
 
-_PRIVATE = {"firejail": FIREJAIL_PRIVATE}
+_PRIVATE = {"firejail": FIREJAIL_PRIVATE, "bwrap": ("/dev", "/proc")}  # bwrap: a minimal /dev, its own /proc
 
 
 def _owned(path: str, root: str) -> bool:

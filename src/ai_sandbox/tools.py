@@ -50,3 +50,25 @@ def _read_only(path: str) -> bool:
 def where() -> str:
     """For messages: where ai-sandbox looks."""
     return ", ".join(SYSTEM_PATH[:6])
+
+
+def install_hint(package: str, url: str) -> str:
+    """How to install package on this distribution (from /etc/os-release)."""
+    ids = ""
+    try:
+        with open("/etc/os-release", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(("ID=", "ID_LIKE=")):
+                    ids += " " + line.split("=", 1)[1].strip().strip('"')
+    except OSError:
+        pass
+    words = set(ids.split())
+    if words & {"debian", "ubuntu"}:
+        return f"install it with `sudo apt-get install {package}`"
+    if words & {"fedora", "rhel", "centos"}:
+        return f"install it with `sudo dnf install {package}`"
+    if words & {"arch"}:
+        return f"install it with `sudo pacman -S {package}`"
+    if words & {"suse", "opensuse"}:
+        return f"install it with `sudo zypper install {package}`"
+    return f"install {package} from your distribution's packages ({url})"

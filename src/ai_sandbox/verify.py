@@ -12,7 +12,9 @@ It runs as `python -I -S verify.py SPEC ARGV…` (isolated, no site: ~9 ms), so 
 
 SPEC is a file ai-sandbox wrote (in its cache directory, read-only inside every sandbox): a header line,
 then NUL-separated records, each a one-letter kind and a path:
-  M<path>               a mask: a file or directory that must show firejail's empty mask here
+  K<backend>            the sandbox that must be there: firejail (its own tmpfs) or bwrap (own pid namespace)
+  M<path>               a mask: a file or directory that must show an empty mask here (firejail's, or an
+                        empty read-only mount of mode 0000: bwrap's)
   T<path>               a scratch directory: a fresh, empty tmpfs of this sandbox mounted exactly there
   R<path>               must be on a read-only mount
   B<path>               must be a mount point (so that it cannot be renamed: EBUSY)
@@ -44,6 +46,10 @@ NOT_SANDBOXED = (
     '"an existing sandbox" and runs commands without one'
 )
 NOT_SANDBOXED_HINT = "run ai-sandbox on the host, outside the container (or use --backend docker there)"
+BWRAP_NOT_SANDBOXED = "the command is not in the pid namespace of a bwrap sandbox"
+IGNORED_ENV = "AI_SANDBOX_SIGIGN"  # the caller's ignored signals, when a supervisor ignored them above the agent
+_RESTORED = (1, 2, 3, 15)  # SIGHUP, SIGINT, SIGQUIT, SIGTERM: ignored by a supervised sandbox above the agent
+_DEFAULTED = (13, 25)  # SIGPIPE, SIGXFSZ: Python ignores them, and an exec keeps a signal ignored
 
 
 def pack_env(env: dict[str, str]) -> dict[str, str]:
@@ -119,8 +125,10 @@ def unenforced_masks(paths: list[str]) -> tuple[str, str] | None:
 
 
 def unmasked(paths: list[str]) -> Iterator[tuple[str, str]]:
-    """(path, reason) of each path that exists here and is not one of firejail's mask mounts."""
+    """(path, reason) of each path that exists here and is neither one of firejail's mask mounts nor an empty
+    read-only mount of mode 0000 (bwrap's masks; one is as unreadable as the other, whoever mounted it)."""
     masks = {i for i in (_ident(MASK_FILE), _ident(MASK_DIR)) if i is not None}
+    tops = None
     for path in paths:
         try:
             st = os.lstat(path)
@@ -132,7 +140,27 @@ def unmasked(paths: list[str]) -> Iterator[tuple[str, str]]:
         if (st.st_dev, st.st_ino) not in masks:
             if (st.st_mode & 0o170000) == 0o120000 and _ident(path) is None:
                 continue  # a link that leads nowhere (a loop, or dangling): nothing to read through it
-            yield path, "is not masked"
+            if tops is None:
+                tops = mount_tops()
+            if not empty_mount(path, st, tops):
+                yield path, "is not masked"
+
+
+def empty_mount(path: str, st: os.stat_result, tops: dict[bytes, list[bytes]]) -> bool:
+    """Whether path is the top mount at exactly this path, read-only, of mode 0000 and empty: an empty
+    regular file, or a tmpfs holding nothing. With no capabilities (checked), not even root reads it."""
+    top = tops.get(_escaped(path))
+    if top is None or st.st_mode & 0o7777:
+        return False
+    major, minor = (int(x) for x in top[2].split(b":"))
+    if st.st_dev != os.makedev(major, minor) or b"ro" not in top[5].split(b","):
+        return False
+    kind = st.st_mode & 0o170000
+    if kind == 0o100000:
+        return st.st_size == 0
+    fstype = top[top.index(b"-") + 1] if b"-" in top else b""
+    # an empty tmpfs directory: links for . and .. only, and tmpfs's size of two entries
+    return kind == 0o040000 and fstype == b"tmpfs" and st.st_nlink == 2 and st.st_size <= 40
 
 
 def scratch_problem(path: str, fresh: bool = True, tops: dict[bytes, list[bytes]] | None = None) -> str | None:
@@ -168,14 +196,15 @@ def mount_tops(path: str = "/proc/self/mountinfo") -> dict[bytes, list[bytes]]:
     """The fields of the last (topmost) mount at each mount point, as mountinfo escapes it. Read once per
     check: 2,000 masks make the table 300 KB."""
     with open(path, "rb") as f:
-        return {fields[4]: fields for ln in f.read().splitlines() if len(fields := ln.split(b" ")) > 5}
+        # lines end in \n only: mountinfo escapes \n in a path, but not \r, which splitlines() would split on
+        return {fields[4]: fields for ln in f.read().split(b"\n") if len(fields := ln.split(b" ")) > 5}
 
 
 def mount_points(path: str = "/proc/self/mountinfo") -> set[bytes]:
     """Every mount point here, as mountinfo writes it (octal escapes). os.path.ismount cannot tell a
     directory bound onto itself: same device, and its parent is a different inode either way."""
     with open(path, "rb") as f:
-        return {line.split(b" ", 5)[4] for line in f.read().splitlines() if line.count(b" ") >= 5}
+        return {line.split(b" ", 5)[4] for line in f.read().split(b"\n") if line.count(b" ") >= 5}
 
 
 def _escaped(path: str) -> bytes:
@@ -185,9 +214,22 @@ def _escaped(path: str) -> bytes:
     return raw
 
 
+def _bwrap_init() -> bool:
+    """This process is the first child of bwrap's init in a pid namespace of its own."""
+    try:
+        with open("/proc/1/comm", "rb") as f:
+            return os.getpid() == 2 and f.read() == b"bwrap\n"
+    except OSError:
+        return False
+
+
 def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
     """(message, hint) for the first rule not in force, None when all are."""
-    if not os.path.ismount(MARK):
+    backend = next((rest for kind, rest in records if kind == "K"), "firejail")
+    if backend == "bwrap":
+        if not _bwrap_init():
+            return BWRAP_NOT_SANDBOXED, "run `ai-sandbox doctor`"
+    elif not os.path.ismount(MARK):
         return NOT_SANDBOXED, NOT_SANDBOXED_HINT
     try:
         with open("/proc/self/status", "rb") as f:
@@ -195,7 +237,12 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
     except OSError as e:
         return f"cannot read /proc/self/status ({e.strerror})", "the sandbox needs /proc"
     for line in status:
-        if line.startswith(_CAPS) and int(line.split()[1], 16) != 0:
+        # bwrap run by root leaves the bounding set; with no_new_privs (checked) an exec cannot regain from it
+        if (
+            line.startswith(_CAPS)
+            and int(line.split()[1], 16) != 0
+            and not (backend == "bwrap" and line.startswith(b"CapBnd:"))
+        ):
             return f"capabilities are not dropped ({line.decode()})", "report this: root could lift the masks"
         if line.startswith(b"NoNewPrivs:") and line.split()[1] != b"1":
             return "no_new_privs is not set", "report this: a setuid program could lift the masks"
@@ -203,7 +250,7 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
     if bad is not None:
         return (
             f"{bad[0]} {bad[1]}, although the policy hides it",
-            "firejail did not apply its mask; rename the path (or hide its directory) and report this",
+            f"{backend} did not apply its mask; rename the path (or hide its directory) and report this",
         )
     points = None
     tops = None
@@ -215,8 +262,7 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
             if why is not None:
                 return (
                     f"{rest} {why}, although the policy hides it behind an empty scratch directory",
-                    "firejail did not mount its tmpfs; report this (a user can mount one only on a directory "
-                    "it owns under its home directory)",
+                    f"{backend} did not mount its tmpfs; report this",
                 )
         elif kind == "R":
             try:
@@ -226,7 +272,7 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
             if not readonly:
                 return (
                     f"{rest} is writable, although the policy makes it read-only",
-                    "firejail did not apply its read-only rule; move the directory (a path without runs of blanks)",
+                    f"{backend} did not apply its read-only rule; move the directory (a path without runs of blanks)",
                 )
         elif kind == "B":
             if points is None:
@@ -234,16 +280,39 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
             if _escaped(rest) not in points:
                 return (
                     f"{rest} is not a mount point, so a session could rename it with what it holds",
-                    "firejail did not apply its read-only/read-write pair; report this",
+                    f"{backend} did not make it a mount point; report this",
                 )
         elif kind == "C":
             dev, ino, path = rest.split(":", 2)
             if _ident(".") != (int(dev), int(ino)):
                 return (
                     f"the project directory {path} is not visible inside the sandbox",
-                    "firejail keeps /var/tmp (and /dev) private: move the project elsewhere",
+                    "firejail keeps /var/tmp (and /dev) private: move the project elsewhere"
+                    if backend == "firejail"
+                    else "move the project under a directory the sandbox shows (not /dev or /proc)",
                 )
     return None
+
+
+def _hand_over(ignored: str | None) -> None:
+    """What the agent inherits besides its environment: the caller's signal dispositions (a supervised
+    sandbox ignores Ctrl-C and hang-ups above the agent; Python ignores SIGPIPE, which an exec keeps, so
+    `agent | head` would see EPIPE instead of ending), and no descriptor but 0, 1 and 2: one inherited from
+    outside the sandbox (a shell's `3<dir`) reads beneath every mask through /proc/self/fd/3/."""
+    import signal
+
+    if ignored is not None:
+        keep = {int(s) for s in ignored.split(",") if s.isdigit()}
+        for sig in _RESTORED:
+            signal.signal(sig, signal.SIG_IGN if sig in keep else signal.SIG_DFL)
+    for sig in _DEFAULTED:
+        signal.signal(sig, signal.SIG_DFL)
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) > 2:
+            try:  # noqa: SIM105 - contextlib costs the check an import
+                os.set_inheritable(int(name), False)
+            except OSError:
+                pass  # the listing's own descriptor, closed already
 
 
 def main(argv: list[str]) -> int:
@@ -255,12 +324,14 @@ def main(argv: list[str]) -> int:
     except OSError as e:
         found = (f"cannot read the launch check {argv[0]}: {e.strerror or e}", "run the launch again")
     if found is not None:
-        print(f"ai-sandbox: error: the sandbox does not enforce the policy: {found[0]} — {found[1]}", file=sys.stderr)
+        said = "".join(c if c.isprintable() else repr(c)[1:-1] for c in found[0])  # a name's \r or escape codes
+        print(f"ai-sandbox: error: the sandbox does not enforce the policy: {said} — {found[1]}", file=sys.stderr)
         return EXIT_UNENFORCED
     env = unpack_env(dict(os.environb))
     if env is None:
         print("ai-sandbox: error: the caller's environment did not reach the sandbox", file=sys.stderr)
         return EXIT_UNENFORCED
+    _hand_over(os.environ.get(IGNORED_ENV))
     try:
         os.execve(argv[1], argv[1:], env)
     except OSError as e:

@@ -218,16 +218,25 @@ def test_doctor_passes_with_a_working_sandbox(ws_self, firejail):
     assert "✓ sandbox hides files" in res.out and "✓ project policy" in res.out
 
 
-def test_doctor_fails_without_firejail(ws_self):
-    from tests.integration.test_launch import without_firejail
+def test_doctor_reports_every_backend_and_uses_the_one_that_works(ws_self):
+    from tests.integration.test_launch import without
 
-    proc = subprocess.run(
-        without_firejail([AIS, "doctor"]), cwd=ws_self.repo, env=ws_self.env(), capture_output=True, text=True
-    )
-    res = Result(proc.returncode, proc.stdout, proc.stderr)
+    def doctor(*tools: str) -> Result:
+        proc = subprocess.run(
+            without(tools, [AIS, "doctor"]), cwd=ws_self.repo, env=ws_self.env(), capture_output=True, text=True
+        )
+        assert "Traceback" not in proc.stderr
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    res = doctor("firejail")
+    assert res.rc == 0, res.out
+    assert "! backend firejail: firejail is not installed" in res.out and "apt-get install firejail" in res.out
+    assert "✓ backend bwrap: bubblewrap" in res.out and "— in use" in res.out
+    assert "✓ sandbox hides files (bwrap)" in res.out
+    res = doctor("firejail", "bwrap")
     assert res.rc == 69
-    assert "✗ backend firejail: firejail is not installed" in res.out and "install" in res.out
-    assert "Traceback" not in res.err
+    assert "✗ backend firejail: firejail is not installed" in res.out
+    assert "✗ backend bwrap: bubblewrap is not installed" in res.out and "apt-get install bubblewrap" in res.out
 
 
 def test_doctor_fails_on_a_broken_user_config(ws_self, firejail):

@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import require
 
 pytestmark = pytest.mark.sandbox
+BACKENDS = ("firejail", "bwrap")
 
 
 def inside(ws, script: str, **kw):

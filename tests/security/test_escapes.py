@@ -42,6 +42,7 @@ import pytest
 from tests.conftest import AIS, PY, Result, Workspace, chown_tree, new_workspace, require, root_only
 
 pytestmark = pytest.mark.sandbox
+BACKENDS = ("firejail", "bwrap")
 
 
 @dataclass
@@ -97,7 +98,7 @@ def launch(
 ) -> Result:
     """`ai-sandbox -- sh -c SCRIPT` like ws.run (only `sh -c SCRIPT` without sandbox, for a control); `fds`
     are files the caller opens (as root, before setpriv) and leaves open for the launcher to inherit."""
-    cmd = host_user_cmd(ws, [AIS, "--", "sh", "-c", script] if sandbox else ["sh", "-c", script])
+    cmd = host_user_cmd(ws, [AIS, *ws.backend_args, "--", "sh", "-c", script] if sandbox else ["sh", "-c", script])
     if ws.user:
         chown_tree(ws.base, ws.user)
     if fds:

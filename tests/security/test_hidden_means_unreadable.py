@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import Result, Workspace, root_only, token
 
 pytestmark = pytest.mark.sandbox
+BACKENDS = ("firejail", "bwrap")
 
 
 def _one_line_refusal(res: Result, *words: str) -> None:
@@ -191,6 +192,7 @@ def test_a_git_crypt_key_directory_that_cannot_be_hidden_refuses(ws, firejail, s
 # --- projects the firejail sandbox would not contain -------------------------------------------------------
 
 
+@pytest.mark.backends("firejail")  # bwrap: tested below
 @pytest.mark.parametrize("parent", ["/var/tmp", "/dev/shm"])
 def test_a_project_under_var_tmp_or_dev_shm_refuses(ws, firejail, system_dir, parent):
     """firejail mounts an empty /var/tmp, and `private-dev` an empty /dev/shm: the project is not in the
@@ -210,6 +212,30 @@ def test_a_project_under_var_tmp_or_dev_shm_refuses(ws, firejail, system_dir, pa
     assert not marker.exists()
     for args in (("explain",), ("--dry-run", "--", "true")):
         _one_line_refusal(ws.run(*args, cwd=root), parent)
+
+
+@pytest.mark.backends("bwrap")
+def test_bwrap_shows_var_tmp_as_it_is_and_refuses_dev_shm(ws, system_dir):
+    """bwrap binds the host whole but mounts a minimal /dev (with an empty /dev/shm): a project under
+    /var/tmp runs there with its secret hidden; one under /dev/shm is refused up front like firejail's."""
+    for parent in ("/var/tmp", "/dev/shm"):
+        base = system_dir(parent)
+        root = base / "app"
+        root.mkdir()
+        ws.git("init", "-q", "-b", "main", cwd=root)
+        (root / ".gitignore").write_text(".env\n")
+        secret = token("ENVSECRET")
+        (root / ".env").write_text(secret + "\n")
+        (root / "app.txt").write_text("APP-VISIBLE\n")
+        if ws.user:
+            subprocess.run(["chown", "-R", f"{ws.user.uid}:{ws.user.gid}", str(base)], check=True)
+        res = ws.run("--", "sh", "-c", "pwd; cat app.txt .env; true", cwd=root)
+        if parent == "/dev/shm":
+            _one_line_refusal(res, parent, "move the project")
+        else:
+            assert res.rc == 0, res.err
+            assert res.out.startswith(f"{root}\nAPP-VISIBLE\n"), res.out
+            assert secret not in res.out + res.err
 
 
 # --- GIT_DIR and friends set by the caller ----------------------------------------------------------------

@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import IS_ROOT, TEST_USER, Workspace, ensure_test_user, new_workspace, token
 
 pytestmark = pytest.mark.sandbox
+BACKENDS = ("firejail", "bwrap")
 
 WRITE = (
     "ls -A secrets; echo new > secrets/new.txt; mkdir -p secrets/d && echo x > secrets/d/y; "
@@ -44,7 +45,8 @@ def _host_unchanged(ws: Workspace, secret: str) -> None:
 
 def test_a_write_into_a_hidden_path_never_reaches_the_host(ws, firejail):
     secret = _plant(ws)
-    scratch = ws.identity == "root"  # root owns its project; a user's lives outside its passwd home
+    # root owns its project; a user's lives outside its passwd home, where firejail mounts no tmpfs for it
+    scratch = ws.identity == "root" or ws.backend == "bwrap"
     doc = json.loads(ws.run("explain", "--json").out)
     writes = {h["path"]: h["writes"] for h in doc["hidden"]}
     assert writes == {
@@ -90,6 +92,7 @@ def test_a_user_gets_a_scratch_directory_under_its_own_home(passwd_home_base, fi
     _host_unchanged(ws, secret)
 
 
+@pytest.mark.backends("firejail")
 def test_the_launch_check_refuses_a_scratch_firejail_did_not_mount(ws_self, passwd_home_base, firejail):
     """A tmpfs line firejail skips (as it does, silently, where a user may not mount one) leaves the real
     directory: the check finds it on its parent's device, with what it holds, and the agent never starts.

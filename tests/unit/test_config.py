@@ -110,7 +110,7 @@ def test_a_remembered_parse_is_used_only_for_the_same_bytes(tmp_path, monkeypatc
             "{path}:1: `allow` entry '#c' matches nothing (a comment or a bare `!` in gitignore syntax) — write \\# to match a name that starts with #",
         ),
         ('allow_build_outputs = "no"', "{path}:1: `allow_build_outputs` must be true or false"),
-        ("backend = []", "{path}:1: unknown backend [] — use one of: auto, firejail, docker"),
+        ("backend = []", "{path}:1: unknown backend [] — use one of: auto, firejail, bwrap, docker"),
         ("engine = 3", "{path}:1: unknown engine 3 — use one of: docker, podman"),
         ('image = ["x"]', '{path}:1: `image` must be a string — e.g. image = "ai-sandbox-agent"'),
         (
@@ -132,7 +132,7 @@ def test_a_remembered_parse_is_used_only_for_the_same_bytes(tmp_path, monkeypatc
             'allow = 1\nblock = ["~nosuchuser/x"]',
             "{path}:2: cannot expand '~nosuchuser/x' — write ~/… or an absolute path",
         ),
-        ('max_masks = 0\nbackend = "x"', "{path}:2: unknown backend 'x' — use one of: auto, firejail, docker"),
+        ('max_masks = 0\nbackend = "x"', "{path}:2: unknown backend 'x' — use one of: auto, firejail, bwrap, docker"),
         ('engine = "x"\non_hidden_change = "y"', "{path}:2: unknown on_hidden_change 'y' — use one of: end, warn"),
     ],
 )

@@ -6,7 +6,9 @@ tells the policy which paths it cannot name, so the policy can widen them before
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Mapping
 
 from ai_sandbox.errors import UnavailableError, UsageError
 from ai_sandbox.records import factory, record
@@ -23,6 +25,8 @@ class LaunchPlan:
     files: dict[str, bytes] = factory(dict)  # written before the exec (generated profiles)
     dirs: dict[str, int] = factory(dict)  # created (with this mode) before the exec
     scratch: list[str] = factory(list)  # hidden directories shown as an empty, writable, per-session directory
+    fds: dict[int, bytes] = factory(dict)  # data readable at these descriptors of the command (bwrap's --args)
+    supervised: bool = False  # the launch stays the command's parent and passes signals on (supervise.py)
 
 
 @record
@@ -42,21 +46,34 @@ def _firejail(settings: Settings) -> Backend:
     return Firejail(settings)
 
 
+def _bwrap(settings: Settings) -> Backend:
+    from ai_sandbox.backends.bwrap import Bwrap
+
+    return Bwrap(settings)
+
+
 def _docker(settings: Settings) -> Backend:
     from ai_sandbox.backends.docker import Docker
 
     return Docker(settings)
 
 
-REGISTRY = {"firejail": _firejail, "docker": _docker}
+REGISTRY = {"firejail": _firejail, "bwrap": _bwrap, "docker": _docker}
 
 
-def select(name: str, settings: Settings | None = None) -> Backend:
+def select(name: str, settings: Settings | None = None, env: Mapping[str, str] | None = None) -> Backend:
+    """The backend called name; `auto`: docker on macOS, on Linux the first of firejail and bwrap that
+    sandboxes here (choose.py)."""
     if name == "auto":
-        name = "docker" if sys.platform == "darwin" else "firejail"
-        if not sys.platform.startswith(("linux", "darwin")):
+        if sys.platform.startswith("linux"):
+            from ai_sandbox.backends import choose
+
+            return choose.linux(settings or Settings(), os.environ if env is None else env)
+        name = "docker"
+        if sys.platform != "darwin":
             raise UnavailableError(
-                f"no sandbox backend for {sys.platform}", "ai-sandbox runs on Linux (firejail) and macOS (docker)"
+                f"no sandbox backend for {sys.platform}",
+                "ai-sandbox runs on Linux (firejail, bwrap) and macOS (docker)",
             )
     factory = REGISTRY.get(name)
     if factory is None:

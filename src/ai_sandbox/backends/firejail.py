@@ -33,24 +33,7 @@ _SUSPECT = re.compile(r'[,"\\{};&%<>!^#\[\]\x00-\x1f\x7f]|\.\.|[ \t]$|  ')
 
 
 def install_hint() -> str:
-    ids = ""
-    try:
-        with open("/etc/os-release", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith(("ID=", "ID_LIKE=")):
-                    ids += " " + line.split("=", 1)[1].strip().strip('"')
-    except OSError:
-        pass
-    words = set(ids.split())
-    if words & {"debian", "ubuntu"}:
-        return "install it with `sudo apt-get install firejail`"
-    if words & {"fedora", "rhel", "centos"}:
-        return "install it with `sudo dnf install firejail`"
-    if words & {"arch"}:
-        return "install it with `sudo pacman -S firejail`"
-    if words & {"suse", "opensuse"}:
-        return "install it with `sudo zypper install firejail`"
-    return "install firejail from your distribution's packages (https://firejail.wordpress.com)"
+    return tools.install_hint("firejail", "https://firejail.wordpress.com")
 
 
 class Firejail:
@@ -258,13 +241,16 @@ class Firejail:
         )
 
 
-def launch_check(policy: Policy, own: OwnFiles, cwd: str, scratch: list[str] | None = None) -> bytes:
-    """The spec verify.py checks inside the sandbox: every mask, every scratch directory, every read-only rule,
-    every anchor, the start directory."""
+def launch_check(
+    policy: Policy, own: OwnFiles, cwd: str, scratch: list[str] | None = None, backend: str = "firejail"
+) -> bytes:
+    """The spec verify.py checks inside the sandbox: which sandbox must be there, every mask, every scratch
+    directory, every read-only rule, every anchor, the start directory."""
     from ai_sandbox import verify
 
     chosen = set(scratch or ())
-    recs = [b"M" + os.fsencode(p) for p in [*(m.path for m in policy.masks if m.path not in chosen), *own.hide]]
+    recs = [b"K" + backend.encode()]
+    recs += [b"M" + os.fsencode(p) for p in [*(m.path for m in policy.masks if m.path not in chosen), *own.hide]]
     recs += [b"T" + os.fsencode(p) for p in scratch or ()]
     recs += [b"R" + os.fsencode(p) for p in own.protect]
     recs += [b"B" + os.fsencode(p) for p in own.anchors]

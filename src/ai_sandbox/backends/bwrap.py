@@ -1,0 +1,227 @@
+"""The bubblewrap backend: the policy becomes bwrap's mount arguments, the agent runs under them.
+
+No setuid (bwrap runs as the caller; a user gets a user namespace), and every path is named exactly: bwrap
+takes paths as arguments, so no name is widened. Facts this relies on (lab-notes.md, proved by the tests
+run against this backend): the host is bound whole (`--dev-bind / /`) with a private /proc (own pid
+namespace: no host process, and so no /proc/PID/root, is visible) and a minimal /dev; a file is masked by an
+empty read-only bind of mode 0000, a directory by an empty read-only tmpfs of mode 0000; a mask on a missing
+path would create it on the host, so missing paths and links are left out (the launch check still
+refuses any of them that exists inside). Arguments travel through `--args 3` (bwrap refuses more than
+9,000 on a command line), and bwrap's start grows with the square of the mounts, hence `max_masks`. bwrap
+forwards no signals: the launch supervises it (supervise.py). The sandbox's command is the same launch
+check as firejail's (verify.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Mapping
+
+from ai_sandbox import tools
+from ai_sandbox.backends import LaunchPlan, Settings
+from ai_sandbox.backends.firejail import OwnFiles, launch_check, own_files, verifier
+from ai_sandbox.errors import PolicyError, UnavailableError
+from ai_sandbox.fs import below
+from ai_sandbox.paths import cache_dir
+from ai_sandbox.policy import Policy
+
+# Read-only inside, as firejail makes them: a root agent (no capabilities, but the owner) could otherwise
+# replace /usr/bin/bwrap or git, and the next launch would run whatever it left there.
+SYSTEM_READ_ONLY = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot")
+ARGS_FD = 3  # bwrap reads its NUL-separated arguments here
+EMPTY_FD = 4  # an empty file: every file mask is a copy of it
+_MAX_PATH = 4095  # PATH_MAX less the NUL: the kernel refuses longer paths
+
+
+def install_hint() -> str:
+    return tools.install_hint("bubblewrap", "https://github.com/containers/bubblewrap")
+
+
+def userns_hint() -> str:
+    """What to enable when unprivileged user namespaces do not work here."""
+    try:
+        with open("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "rb") as f:
+            if f.read().strip() == b"1":
+                return (
+                    "AppArmor restricts unprivileged user namespaces here (Ubuntu 24.04+): "
+                    "`sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0`, or an AppArmor profile for bwrap "
+                    "allowing `userns`; or install firejail"
+                )
+    except OSError:
+        pass
+    for knob, off in (
+        ("/proc/sys/kernel/unprivileged_userns_clone", b"0"),
+        ("/proc/sys/user/max_user_namespaces", b"0"),
+    ):
+        try:
+            with open(knob, "rb") as f:
+                if f.read().strip() == off:
+                    name = knob.removeprefix("/proc/sys/").replace("/", ".")
+                    return f"user namespaces are disabled: `sudo sysctl {name}=1` (or more), or install firejail"
+        except OSError:
+            pass
+    return (
+        "user namespaces are not available here (inside a container, run it with --security-opt seccomp=unconfined "
+        "or use firejail/the docker backend on the host); or install firejail"
+    )
+
+
+class Bwrap:
+    name = "bwrap"
+    host_commands = True
+    # bwrap's start grows with the square of its mounts (measured, bench/bench.py): 1,000 masks ≈ 0.9 s, 2,000
+    # ≈ 3 s. Past this, the policy hides whole directories (the same widening as firejail's limit).
+    max_masks = 400
+
+    def __init__(self, settings: Settings | None = None, user: tuple[int, int] | None = None) -> None:
+        self.executable = tools.find("bwrap")
+        self.settings = settings or Settings()
+        self.user = user
+
+    def unavailable(self) -> UnavailableError | None:
+        if self.executable is None:
+            return UnavailableError(f"bubblewrap is not installed (looked in {tools.where()})", install_hint())
+        return None
+
+    def probe(self, env: Mapping[str, str]) -> UnavailableError | None:
+        """A real start that hides a temp file and runs the launch check: bwrap is installed on hosts where
+        user namespaces are off (Ubuntu 24.04's AppArmor rule, containers), and then fails to start."""
+        import shutil
+        import tempfile
+
+        from ai_sandbox import supervise
+        from ai_sandbox.fs import make_dirs, write_files
+        from ai_sandbox.policy import GLOBAL, Mask
+
+        err = self.unavailable()
+        if err is not None:
+            return err
+        base = tempfile.mkdtemp(prefix="ai-sandbox-probe-")
+        try:
+            secret = os.path.join(base, "secret")
+            with open(secret, "w"):
+                pass
+            policy = Policy(root=base, in_git=False, masks=[Mask(secret, False, GLOBAL, "probe")])
+            plan = Bwrap(Settings(cwd=base)).plan(policy, [shutil.which("true") or "/bin/true"], env)
+            make_dirs(plan.dirs)
+            write_files(plan.files)
+            status, _, stderr = supervise.captured(plan, base)
+            text = stderr.decode("utf-8", "replace")
+        except (OSError, TimeoutError) as e:
+            return UnavailableError(f"bwrap does not start here: {e}", "run `ai-sandbox doctor`")
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        if status == 0:
+            return None
+        last = (text.strip().splitlines() or [f"exit status {status}"])[-1]
+        if "namespace" in last or "Operation not permitted" in last or "setting up uid map" in last:
+            return UnavailableError(f"bwrap cannot create its namespaces here: {last}", userns_hint())
+        return UnavailableError(f"bwrap does not sandbox here: {last}", "run `ai-sandbox doctor`")
+
+    def version(self) -> str | None:
+        import subprocess
+
+        if self.executable is None:
+            return None
+        try:
+            proc = subprocess.run([self.executable, "--version"], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        first = proc.stdout.strip().splitlines()[:1]
+        return first[0] if proc.returncode == 0 and first else None
+
+    def unexpressible(self, path: str) -> str | None:
+        """bwrap names any path exactly; only the kernel's length limit remains."""
+        if len(path) > _MAX_PATH // 4 and len(os.fsencode(path)) > _MAX_PATH:
+            return f"is longer than {_MAX_PATH} bytes"
+        return None
+
+    def agent_uid(self) -> int:
+        return self.user[0] if self.user else os.geteuid()
+
+    def scratch(self, policy: Policy) -> list[str]:
+        """The hidden directories shown inside as an empty, writable tmpfs of the session rather than a
+        read-only mask (a build writing an ignored dist/ keeps working; what it writes is gone at exit):
+        those the agent's identity owns and may write, that hold no hidden tracked file (git must find it
+        where it was). bwrap mounts a tmpfs anywhere, at the cost of a mask: no count limit of its own."""
+        uid = self.agent_uid()
+        holds_tracked = {os.path.dirname(p) for p in policy.tracked}
+        for d in list(holds_tracked):
+            while (d := os.path.dirname(d)) not in holds_tracked and d != "/":
+                holds_tracked.add(d)
+        out: list[str] = []
+        for m in policy.masks:
+            if not m.is_dir or m.path in holds_tracked:
+                continue
+            try:
+                st = os.lstat(m.path)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and st.st_mode & 0o700 == 0o700:
+                out.append(m.path)
+        return out
+
+    def arguments(self, policy: Policy, own: OwnFiles, scratch: list[str]) -> list[bytes]:
+        """bwrap's options, in the order it applies them: the host, /proc and /dev, the anchors and read-only
+        rules, then the scratch directories and the masks, enclosing paths first."""
+        args = [b"--dev-bind", b"/", b"/", b"--unshare-pid", b"--die-with-parent", b"--proc", b"/proc"]
+        args += [b"--dev", b"/dev", b"--tmpfs", b"/dev/shm"]
+        args += [b"--cap-drop", b"ALL"]  # root inside would otherwise read through the masks or unmount them
+        for path in own.anchors:  # a mount point cannot be renamed (EBUSY)
+            p = os.fsencode(path)
+            args += [b"--bind", p, p]
+        for path in own.protect:
+            p = os.fsencode(path)
+            args += [b"--ro-bind", p, p]
+        chosen = set(scratch)
+        targets = [(p, True) for p in scratch] + [(m.path, False) for m in policy.masks if m.path not in chosen]
+        targets += [(p, False) for p in own.hide]
+        covered: list[str] = []
+        for path, writable in sorted(targets, key=lambda t: t[0]):
+            if covered and below(path, covered[-1]):
+                continue  # inside a masked directory: nothing of it is there to hide
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue  # missing: bwrap would create it on the host; nothing to read (the check agrees)
+            p = os.fsencode(path)
+            if stat.S_ISDIR(st.st_mode):
+                if writable:
+                    args += [b"--perms", b"%o" % stat.S_IMODE(st.st_mode), b"--tmpfs", p]
+                else:
+                    args += [b"--perms", b"0000", b"--tmpfs", p, b"--remount-ro", p]
+                covered.append(path)
+            elif not stat.S_ISLNK(st.st_mode):  # a link appeared since the policy resolved it: the check refuses
+                args += [b"--perms", b"0000", b"--ro-bind-data", b"%d" % EMPTY_FD, p]
+        return args
+
+    def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str]) -> LaunchPlan:
+        from ai_sandbox import supervise, verify
+
+        own = own_files(env, self.unexpressible, policy.root, self.user)
+        system = [d for d in SYSTEM_READ_ONLY if os.path.isdir(d) and not os.path.islink(d)]
+        own.protect = list(dict.fromkeys(system + own.protect))  # enclosing first: bwrap binds in this order
+        scratch = self.scratch(policy)
+        args = self.arguments(policy, own, scratch)
+        cwd = os.path.realpath(self.settings.cwd or os.getcwd())
+        check = launch_check(policy, own, cwd, scratch, backend=self.name)
+        check_path = os.path.join(cache_dir(env), f"check-{hashlib.sha256(check).hexdigest()[:24]}")
+        python, script = verifier()
+        for path in (python, script, check_path):
+            if (m := policy.hidden(path)) is not None:
+                raise PolicyError(
+                    f"{path} is hidden by the policy ({m.reason}), and the launch check needs it inside",
+                    "narrow the rule that hides it",
+                )
+        command = [self.executable or "bwrap", "--args", str(ARGS_FD), "--", python, "-I", "-S", script, check_path]
+        return LaunchPlan(
+            argv=[*command, *argv],
+            env={**env, **verify.pack_env(dict(env)), supervise.IGNORED_ENV: supervise.caller_ignored()},
+            files={check_path: check},
+            dirs=dict.fromkeys(own.create, 0o700),
+            scratch=scratch,
+            fds={ARGS_FD: b"\0".join(args) + b"\0", EMPTY_FD: b""},
+            supervised=True,
+        )

@@ -1,0 +1,122 @@
+"""`backend = "auto"` on Linux: firejail when it is installed and really sandboxes here, otherwise bwrap
+when user namespaces work here, otherwise a refusal naming what to install or enable.
+
+"Really sandboxes" takes a sandbox start (firejail inside a container runs commands with no sandbox; bwrap
+without user namespaces does not start), ~0.1 s: too much for every launch. So the answer is kept in the
+cache directory (read-only inside every sandbox, so a session cannot choose the next launch's backend),
+keyed by what would change it: the user, the boot, the namespaces this runs in, the tools' files, the
+kernel's user-namespace switches and ai-sandbox's launch check. A stale "works" is not a hole: every launch
+proves its sandbox from inside (verify.py) and refuses otherwise; `doctor` asks again and rewrites it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping
+
+from ai_sandbox.backends import REGISTRY, Settings
+from ai_sandbox.errors import UnavailableError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ai_sandbox.backends.protocol import Backend
+
+ORDER = ("firejail", "bwrap")
+_KNOBS = (
+    "/proc/sys/kernel/random/boot_id",
+    "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+    "/proc/sys/kernel/unprivileged_userns_clone",
+    "/proc/sys/user/max_user_namespaces",
+)
+
+
+def state_key(backends: list[Backend]) -> str:
+    """What the verdicts depend on, as one string (a few stats and reads: ~0.1 ms)."""
+    from ai_sandbox import verify
+
+    parts = [str(os.geteuid())]
+    for knob in _KNOBS:
+        try:
+            with open(knob, "rb") as f:
+                parts.append(f.read(64).strip().decode("ascii", "replace"))
+        except OSError:
+            parts.append("-")
+    for ns in ("pid", "user", "mnt"):
+        try:
+            parts.append(os.readlink(f"/proc/self/ns/{ns}"))
+        except OSError:
+            parts.append("-")
+    for path in [getattr(b, "executable", None) or "-" for b in backends] + [verify.__file__]:
+        try:
+            st = os.stat(path)
+            parts.append(f"{path}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            parts.append(f"{path}:-")
+    return "|".join(parts)
+
+
+def cache_file(env: Mapping[str, str]) -> str:
+    from ai_sandbox.paths import cache_dir
+
+    return os.path.join(cache_dir(env), "backends.json")
+
+
+def verdicts(env: Mapping[str, str], key: str) -> dict[str, list[str] | None]:
+    """The cached answers for this key: backend name -> None (it sandboxes here) or [message, hint]."""
+    from ai_sandbox.fs import read_json
+
+    data = read_json(cache_file(env), 1 << 16)
+    if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("verdicts"), dict):
+        return {}
+    return {k: v for k, v in data["verdicts"].items() if v is None or (isinstance(v, list) and len(v) == 2)}
+
+
+def save(env: Mapping[str, str], key: str, found: Mapping[str, list[str] | None]) -> None:
+    from ai_sandbox.fs import write_atomic
+
+    with contextlib.suppress(OSError):  # read-only here (inside a sandbox): asked again next time
+        write_atomic(cache_file(env), json.dumps({"key": key, "verdicts": dict(found)}).encode())
+
+
+def verdict(backend: Backend, env: Mapping[str, str]) -> UnavailableError | None:
+    """A fresh answer: not installed, or a real start that does not sandbox; None when it does."""
+    return backend.unavailable() or backend.probe(env)
+
+
+def linux(settings: Settings, env: Mapping[str, str], *, fresh: bool = False) -> Backend:
+    """The first backend of ORDER that sandboxes here. fresh: ask each again (doctor)."""
+    backends = [REGISTRY[name](settings) for name in ORDER]
+    key = state_key(backends)
+    known = {} if fresh else verdicts(env, key)
+    found: dict[str, list[str] | None] = {}
+    reasons = []
+    for backend in backends:
+        if backend.name in known:
+            v = known[backend.name]
+            err = None if v is None else UnavailableError(v[0], v[1])
+        elif backend.unavailable() is not None:
+            err = backend.unavailable()
+        elif _nested():
+            err = None  # inside a sandbox a launch runs directly or not at all: no sandbox start to prove
+        else:
+            err = verdict(backend, env)
+            found[backend.name] = None if err is None else [err.message, err.hint]
+        if err is None:
+            if found:
+                save(env, key, {**known, **found})
+            return backend
+        reasons.append((backend.name, err))
+    if found:
+        save(env, key, {**known, **found})
+    raise UnavailableError(
+        "no sandbox backend works here: " + "; ".join(f"{name}: {e.message}" for name, e in reasons),
+        " — or ".join(e.hint for _, e in reasons if e.hint),
+    )
+
+
+def _nested() -> bool:
+    from ai_sandbox import nested
+
+    return nested.inside_sandbox(nested.mounts())

@@ -207,13 +207,19 @@ def _userns() -> Check:
         with open("/proc/sys/kernel/unprivileged_userns_clone") as f:
             if f.read().strip() == "0":
                 return Check(
-                    "user namespaces", "warn", "disabled for unprivileged users", "only bwrap (run by a user) and rootless containers need them"
+                    "user namespaces",
+                    "warn",
+                    "disabled for unprivileged users",
+                    "only bwrap (run by a user) and rootless containers need them",
                 )
     except OSError:
         pass
     if count == 0:
         return Check(
-            "user namespaces", "warn", "disabled (max_user_namespaces = 0)", "only bwrap (run by a user) and rootless containers need them"
+            "user namespaces",
+            "warn",
+            "disabled (max_user_namespaces = 0)",
+            "only bwrap (run by a user) and rootless containers need them",
         )
     return Check("user namespaces", "ok", f"available (max {count})")
 

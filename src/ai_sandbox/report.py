@@ -6,6 +6,7 @@ Reads the same Policy and LaunchPlan the launch executes; explain draws from the
 from __future__ import annotations
 
 import io
+import os
 import shlex
 import sys
 
@@ -131,9 +132,24 @@ def dry_run(prepared: Prepared, req: Request, unenforced: list[Mask] | None = No
         con.print()
         con.print(Text(f"file {quote(path)}:", style="bold"))
         _print_lines(con, [Text(printable(line)) for line in _file_lines(content)])
+    for fd, data in plan.fds.items():
+        con.print()
+        con.print(Text(f"descriptor {fd}:", style="bold"))
+        _print_lines(con, [Text(printable(line)) for line in descriptor_lines(data)] or [Text("  (empty)")])
 
 
-_CHECK_KINDS = {"M": "masked", "R": "read-only", "B": "a mount point", "C": "starts in"}
+def descriptor_lines(data: bytes) -> list[str]:
+    """NUL-separated arguments read from a descriptor (bwrap's --args), one option and its values a line."""
+    lines: list[list[str]] = []
+    for arg in os.fsdecode(data).split("\0")[:-1] if data else []:
+        modifier = bool(lines) and len(lines[-1]) == 2 and lines[-1][0] == "--perms"  # applies to the next option
+        if not lines or (arg.startswith("--") and not modifier):
+            lines.append([])
+        lines[-1].append(quote(arg))
+    return [" ".join(words) for words in lines]
+
+
+_CHECK_KINDS = {"K": "sandbox", "M": "masked", "T": "scratch", "R": "read-only", "B": "a mount point", "C": "starts in"}
 
 
 def _file_lines(content: bytes) -> list[str]:

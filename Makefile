@@ -21,15 +21,15 @@ $(BIN)/pytest: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	@touch $@
 
-# The real sandbox tools the tests need (podman, runc and a static busybox for the container backend),
+# The real sandbox tools the tests need (firejail, bubblewrap; podman, runc and a static busybox for the container backend),
 # the shells they start agents from, and npm for the real agent CLIs (tests/agents); installed when
 # missing (Debian/Ubuntu).
 system-deps:
 	@PATH="$$PATH:/usr/sbin:/sbin"; missing=""; \
-	for tool in firejail git git-crypt setpriv zsh fish podman runc; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	for tool in firejail bwrap git git-crypt setpriv zsh fish podman runc; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
 	dpkg -s busybox-static >/dev/null 2>&1 || missing="$$missing busybox-static"; \
 	command -v mkfs.ext4 >/dev/null 2>&1 || missing="$$missing e2fsprogs"; \
-	missing=$$(echo "$$missing" | sed 's/setpriv/util-linux/'); \
+	missing=$$(echo "$$missing" | sed -e 's/setpriv/util-linux/' -e 's/bwrap/bubblewrap/'); \
 	$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \

@@ -70,32 +70,45 @@ def _refused(res: Result, *secrets: str) -> None:
 def test_firejail_running_unsandboxed_in_a_pid_namespace_is_stopped(ws, firejail):
     """In a container firejail detects "an existing sandbox" and runs the command with every secret
     readable (old code: the .env content was printed, exit 0). unshare needs root; the user case drops
-    to the user inside the new namespace, as a container's user would be."""
+    to the user inside the new namespace, as a container's user would be. Asked for by name, firejail is
+    refused there; `auto` finds out with a real start and takes bwrap, which does sandbox there."""
     root_only("unshare --pid")
     require("unshare")
+    require("bwrap")
     secret = plant_env(ws)
-    agent = [AIS, "--", "sh", "-c", "echo AGENT-RAN; cat .env"]
+    script = "echo AGENT-RAN; cat /proc/1/comm .env"
     if ws.user:
         chown_tree(ws.base, ws.user)
+    agent = [AIS, "--backend", "firejail", "--", "sh", "-c", script]
     res = _run(ws, ["unshare", "--pid", "--fork", "--mount-proc", *_as(ws, agent)], wrap=False)
     _refused(res, secret)
     assert "existing sandbox" in res.err
+    agent = [AIS, "--", "sh", "-c", script]
+    res = _run(ws, ["unshare", "--pid", "--fork", "--mount-proc", *_as(ws, agent)], wrap=False)
+    assert res.out.startswith("AGENT-RAN\nbwrap\n"), (res.out, res.err)
+    assert secret not in res.out + res.err and "Permission denied" in res.err
 
 
 def test_doctor_explain_and_dry_run_say_firejail_does_not_sandbox_here(ws_self, firejail):
     root_only("unshare --pid")
     require("unshare")
+    require("bwrap")
     plant_env(ws_self)
     pid_ns = ["unshare", "--pid", "--fork", "--mount-proc"]
     doctor = _run(ws_self, [*pid_ns, AIS, "doctor"])
+    assert doctor.rc == 0, doctor.out
+    assert "! backend firejail: firejail does not sandbox here (existing sandbox / container detected)" in doctor.out
+    assert "outside the container" in doctor.out and "✓ backend bwrap" in doctor.out and "in use" in doctor.out
+    doctor = _run(ws_self, [*pid_ns, AIS, "--backend", "firejail", "doctor"])
     assert doctor.rc == 69
-    assert "firejail does not sandbox here (existing sandbox / container detected)" in doctor.out
-    assert "outside the container" in doctor.out
-    explain = _run(ws_self, [*pid_ns, AIS, "explain", "--json"])
+    assert "✗ backend firejail: firejail does not sandbox here (existing sandbox / container detected)" in doctor.out
     import json
 
-    assert "existing sandbox" in json.loads(explain.out)["unavailable"]
-    dry = _run(ws_self, [*pid_ns, AIS, "--dry-run", "--", "true"])
+    explain = json.loads(_run(ws_self, [*pid_ns, AIS, "explain", "--json"]).out)
+    assert explain["backend"] == "bwrap" and explain["unavailable"] is None
+    explain = json.loads(_run(ws_self, [*pid_ns, AIS, "--backend", "firejail", "explain", "--json"]).out)
+    assert "existing sandbox" in explain["unavailable"]
+    dry = _run(ws_self, [*pid_ns, AIS, "--backend", "firejail", "--dry-run", "--", "true"])
     assert "a launch would refuse: firejail does not sandbox here" in dry.out.replace("\n", " ")
 
 

@@ -23,15 +23,21 @@ from ai_sandbox import tools
 from ai_sandbox.backends import LaunchPlan, Settings
 from ai_sandbox.backends.firejail import OwnFiles, launch_check, own_files, verifier
 from ai_sandbox.errors import PolicyError, UnavailableError
-from ai_sandbox.fs import below
 from ai_sandbox.paths import cache_dir
 from ai_sandbox.policy import Policy
 
 # Read-only inside, as firejail makes them: a root agent (no capabilities, but the owner) could otherwise
 # replace /usr/bin/bwrap or git, and the next launch would run whatever it left there.
 SYSTEM_READ_ONLY = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot")
+DEV_NODES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts")
+DEV_LINKS = (
+    ("/dev/fd", "/proc/self/fd"),
+    ("/dev/stdin", "/proc/self/fd/0"),
+    ("/dev/stdout", "/proc/self/fd/1"),
+    ("/dev/stderr", "/proc/self/fd/2"),
+    ("/dev/core", "/proc/kcore"),
+)
 ARGS_FD = 3  # bwrap reads its NUL-separated arguments here
-EMPTY_FD = 4  # an empty file: every file mask is a copy of it
 _MAX_PATH = 4095  # PATH_MAX less the NUL: the kernel refuses longer paths
 
 
@@ -163,39 +169,43 @@ class Bwrap:
                 out.append(m.path)
         return out
 
-    def arguments(self, policy: Policy, own: OwnFiles, scratch: list[str]) -> list[bytes]:
+    def arguments(self, own: OwnFiles, scratch: list[str]) -> list[bytes]:
         """bwrap's options, in the order it applies them: the host, /proc and /dev, the anchors and read-only
-        rules, then the scratch directories and the masks, enclosing paths first."""
+        rules, then the scratch directories. The masks are not among them: the launch check mounts them
+        (verify.mount_masks; bwrap's own mounts cost the square of their number), with the two capabilities
+        it keeps for that and drops before anything else runs."""
         args = [b"--dev-bind", b"/", b"/", b"--unshare-pid", b"--die-with-parent", b"--proc", b"/proc"]
-        args += [b"--dev", b"/dev", b"--tmpfs", b"/dev/shm"]
-        args += [b"--cap-drop", b"ALL"]  # root inside would otherwise read through the masks or unmount them
+        args += self.dev()
+        args += [b"--cap-drop", b"ALL", b"--cap-add", b"CAP_SYS_ADMIN", b"--cap-add", b"CAP_SETPCAP"]
         for path in own.anchors:  # a mount point cannot be renamed (EBUSY)
             p = os.fsencode(path)
             args += [b"--bind", p, p]
         for path in own.protect:
             p = os.fsencode(path)
             args += [b"--ro-bind", p, p]
-        chosen = set(scratch)
-        targets = [(p, True) for p in scratch] + [(m.path, False) for m in policy.masks if m.path not in chosen]
-        targets += [(p, False) for p in own.hide]
-        covered: list[str] = []
-        for path, writable in sorted(targets, key=lambda t: t[0]):
-            if covered and below(path, covered[-1]):
-                continue  # inside a masked directory: nothing of it is there to hide
+        for path in sorted(scratch):
             try:
                 st = os.lstat(path)
             except OSError:
                 continue  # missing: bwrap would create it on the host; nothing to read (the check agrees)
-            p = os.fsencode(path)
             if stat.S_ISDIR(st.st_mode):
-                if writable:
-                    args += [b"--perms", b"%o" % stat.S_IMODE(st.st_mode), b"--tmpfs", p]
-                else:
-                    args += [b"--perms", b"0000", b"--tmpfs", p, b"--remount-ro", p]
-                covered.append(path)
-            elif not stat.S_ISLNK(st.st_mode):  # a link appeared since the policy resolved it: the check refuses
-                args += [b"--perms", b"0000", b"--ro-bind-data", b"%d" % EMPTY_FD, p]
+                p = os.fsencode(path)
+                args += [b"--perms", b"%o" % stat.S_IMODE(st.st_mode), b"--tmpfs", p]
         return args
+
+    @staticmethod
+    def dev() -> list[bytes]:
+        """A minimal /dev, as firejail's private-dev: no block device (root, owner of the disk's node, would
+        read it raw, past every mask), the host's terminals (so `tty` names one that exists), an empty
+        /dev/shm. Not bwrap's --dev: for a user its new devpts makes bwrap nest a second user namespace,
+        which does not own the mount namespace, and the launch check could then mount no mask."""
+        args = [b"--tmpfs", b"/dev"]
+        for node in DEV_NODES:
+            if os.path.exists(node):
+                args += [b"--dev-bind", node.encode(), node.encode()]
+        for link, target in DEV_LINKS:
+            args += [b"--symlink", target.encode(), link.encode()]
+        return [*args, b"--tmpfs", b"/dev/shm"]
 
     def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str]) -> LaunchPlan:
         from ai_sandbox import supervise, verify
@@ -204,7 +214,7 @@ class Bwrap:
         system = [d for d in SYSTEM_READ_ONLY if os.path.isdir(d) and not os.path.islink(d)]
         own.protect = list(dict.fromkeys(system + own.protect))  # enclosing first: bwrap binds in this order
         scratch = self.scratch(policy)
-        args = self.arguments(policy, own, scratch)
+        args = self.arguments(own, scratch)
         cwd = os.path.realpath(self.settings.cwd or os.getcwd())
         check = launch_check(policy, own, cwd, scratch, backend=self.name)
         check_path = os.path.join(cache_dir(env), f"check-{hashlib.sha256(check).hexdigest()[:24]}")
@@ -222,6 +232,6 @@ class Bwrap:
             files={check_path: check},
             dirs=dict.fromkeys(own.create, 0o700),
             scratch=scratch,
-            fds={ARGS_FD: b"\0".join(args) + b"\0", EMPTY_FD: b""},
+            fds={ARGS_FD: b"\0".join(args) + b"\0"},
             supervised=True,
         )

@@ -432,7 +432,7 @@ USER_KEYS = (
         "max_masks",
         "count",
         0,
-        "the most masks a launch may mount; default the backend's own (firejail 30,000, bwrap 400, docker 2,000, rootless "
+        "the most masks a launch may mount; default the backend's own (firejail 30,000, bwrap 10,000, docker 2,000, rootless "
         'podman fewer: see "The docker backend"). Past it, directories are hidden whole (see Performance)',
         high=MAX_MASKS,
         hint="the kernel allows about 100,000 mounts in all; leave it out to use the backend's own limit",

@@ -1,15 +1,14 @@
-"""The bubblewrap backend: the policy becomes bwrap's mount arguments, the agent runs under them.
+"""The bubblewrap backend: the policy becomes bwrap's arguments and the launch check's masks.
 
-No setuid (bwrap runs as the caller; a user gets a user namespace), and every path is named exactly: bwrap
-takes paths as arguments, so no name is widened. Facts this relies on (lab-notes.md, proved by the tests
-run against this backend): the host is bound whole (`--dev-bind / /`) with a private /proc (own pid
-namespace: no host process, and so no /proc/PID/root, is visible) and a minimal /dev; a file is masked by an
-empty read-only bind of mode 0000, a directory by an empty read-only tmpfs of mode 0000; a mask on a missing
-path would create it on the host, so missing paths and links are left out (the launch check still
-refuses any of them that exists inside). Arguments travel through `--args 3` (bwrap refuses more than
-9,000 on a command line), and bwrap's start grows with the square of the mounts, hence `max_masks`. bwrap
-forwards no signals: the launch supervises it (supervise.py). The sandbox's command is the same launch
-check as firejail's (verify.py).
+No setuid (bwrap runs as the caller; a user gets a user namespace), and every path is named exactly: no
+name is widened. Facts this relies on (lab-notes.md, proved by the tests run against this backend): the
+host is bound whole (`--dev-bind / /`) with a private /proc (own pid namespace: no host process, and so no
+/proc/PID/root, is visible) and a minimal /dev of our own; the system directories and ai-sandbox's own files
+read-only, as under firejail. bwrap rereads the mount table after each bind it makes (1,000 masks: 2.3 s),
+so the masks are mounted by the launch check inside (verify.mount_masks: an empty read-only file or tmpfs
+of mode 0000 each, never a path created on the host), which then drops every capability and proves the
+masks in force before it execs the agent. Arguments travel through `--args 3`. bwrap forwards no signals:
+the launch supervises it (supervise.py).
 """
 
 from __future__ import annotations
@@ -38,6 +37,9 @@ DEV_LINKS = (
     ("/dev/core", "/proc/kcore"),
 )
 ARGS_FD = 3  # bwrap reads its NUL-separated arguments here
+# bwrap counts its arguments, --args included, and refuses past 9,000: four per scratch directory, the rest
+# masks (a tmpfs each: 1,000 cost 0.14 s)
+MAX_SCRATCH = 1_000
 _MAX_PATH = 4095  # PATH_MAX less the NUL: the kernel refuses longer paths
 
 
@@ -77,9 +79,10 @@ def userns_hint() -> str:
 class Bwrap:
     name = "bwrap"
     host_commands = True
-    # bwrap's start grows with the square of its mounts (measured, bench/bench.py): 1,000 masks ≈ 0.9 s, 2,000
-    # ≈ 3 s. Past this, the policy hides whole directories (the same widening as firejail's limit).
-    max_masks = 400
+    # The launch check mounts the masks (verify.mount_masks): measured 1,000 file masks 0.08-0.15 s, 5,000
+    # 0.36 s, 10,000 1.3 s (the kernel's binds grow faster than linearly; directories cost a tmpfs each, 0.17 s
+    # per 10,000). Past this, the policy hides whole directories (the same widening as firejail's limit).
+    max_masks = 10_000
 
     def __init__(self, settings: Settings | None = None, user: tuple[int, int] | None = None) -> None:
         self.executable = tools.find("bwrap")
@@ -151,7 +154,7 @@ class Bwrap:
         """The hidden directories shown inside as an empty, writable tmpfs of the session rather than a
         read-only mask (a build writing an ignored dist/ keeps working; what it writes is gone at exit):
         those the agent's identity owns and may write, that hold no hidden tracked file (git must find it
-        where it was). bwrap mounts a tmpfs anywhere, at the cost of a mask: no count limit of its own."""
+        where it was). bwrap mounts a tmpfs anywhere; at most MAX_SCRATCH of them (its argument limit)."""
         uid = self.agent_uid()
         holds_tracked = {os.path.dirname(p) for p in policy.tracked}
         for d in list(holds_tracked):
@@ -167,6 +170,8 @@ class Bwrap:
                 continue
             if stat.S_ISDIR(st.st_mode) and st.st_uid == uid and st.st_mode & 0o700 == 0o700:
                 out.append(m.path)
+                if len(out) == MAX_SCRATCH:
+                    break
         return out
 
     def arguments(self, own: OwnFiles, scratch: list[str]) -> list[bytes]:

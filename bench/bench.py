@@ -25,7 +25,8 @@ For each row, `ai-sandbox -- true` (the installed console script .venv/bin/ai-sa
 `firejail --quiet --profile=<the profile ai-sandbox generated> -- /usr/bin/true` run interleaved, the
 order alternating per iteration, so machine noise hits both alike; the table shows medians, the overhead
 (median ai-sandbox - median bare) and the ratio. The profile and the hidden-entry count come from
-`ai-sandbox explain --json` (`files`, `hidden`). Then: where the launch time goes (the git calls
+`ai-sandbox explain --json` (`files`, `hidden`). The bwrap columns do the same for `ai-sandbox --backend bwrap
+-- true` against bare `bwrap --args 3 -- true` with the arguments it generated (`descriptors`). Then: where the launch time goes (the git calls
 ai-sandbox makes, reproduced: rev-parse and the three ls-files, alone and side by side as git.scan runs
 them, next to the `git status --ignored` it ran before; and prepare() plus the rest of run() timed
 in-process, piece by piece, by wrapping git.find_repo, git.scan, layers.collect and policy.build),
@@ -469,6 +470,11 @@ class Row:
     error: str = ""
     bare_error: str = ""
     inner: dict = field(default_factory=dict)
+    # the same launch with --backend bwrap, against bare `bwrap <the same arguments> true`
+    bw_hidden: int = 0
+    bw_sandbox: list[float] = field(default_factory=list)
+    bw_bare: list[float] = field(default_factory=list)
+    bw_error: str = ""
 
 
 # Run in the venv's Python: prepare() of one `ai-sandbox -- true`, timed piece by piece, then the rest of
@@ -642,6 +648,56 @@ def measure(row: Row, runs: int, dry_runs: int, env: dict[str, str]) -> None:
         row.inner[k] = values[0] if isinstance(values[0], str) else med(values)  # text: the git calls made
 
 
+def bwrap_timed(args: list[str], cwd: str, env: dict[str, str]) -> tuple[float, int]:
+    """Wall time of bare `bwrap --args 3 -- true` with args at fd 3, started the way ai-sandbox starts it."""
+    from ai_sandbox.backends import LaunchPlan
+    from ai_sandbox.supervise import captured
+
+    blob = b"".join(os.fsencode(a) + b"\0" for a in args)
+    plan = LaunchPlan(argv=[shutil.which("bwrap") or "bwrap", "--args", "3", "--", shutil.which("true") or "/usr/bin/true"],
+                      env=env, fds={3: blob})  # fmt: skip
+    t = time.perf_counter()
+    rc, _, _ = captured(plan, cwd)
+    return (time.perf_counter() - t) * 1000, rc
+
+
+def measure_bwrap(row: Row, runs: int, env: dict[str, str]) -> None:
+    """`ai-sandbox --backend bwrap -- true` against bare bwrap with the arguments it generated (`explain --json`
+    → `descriptors`). The masks are not bwrap's arguments (the launch check mounts them): their cost is part
+    of the overhead."""
+    cwd = row.info["path"]
+    try:
+        import ai_sandbox.supervise  # noqa: F401  (a tree older than the bwrap backend has none)
+    except ImportError:
+        row.bw_error = "this tree has no bwrap backend"
+        return
+    proc = subprocess.run(
+        [AI_SANDBOX, "--backend", "bwrap", "explain", "--json"], cwd=cwd, env=env, capture_output=True
+    )
+    if proc.returncode != 0:
+        row.bw_error = f"`ai-sandbox --backend bwrap explain --json` exited {proc.returncode}: {proc.stderr.decode(errors='replace').strip()}"
+        return
+    doc = json.loads(proc.stdout)
+    row.bw_hidden = len(doc["hidden"])
+    args = doc["descriptors"]["3"]
+    sandbox = [AI_SANDBOX, "--backend", "bwrap", "--", "true"]
+    p = subprocess.run(sandbox, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=600)
+    if p.returncode != 0:
+        row.bw_error = (
+            f"`ai-sandbox --backend bwrap -- true` exited {p.returncode}: {p.stderr.decode(errors='replace').strip()}"
+        )
+        return
+    log(f"  {row.fixture.name} / {row.variant}: bwrap, {row.bw_hidden} hidden; {runs} interleaved launches")
+    for i in range(runs):
+        pair = ((lambda: timed(sandbox, cwd, env), row.bw_sandbox), (lambda: bwrap_timed(args, cwd, env), row.bw_bare))
+        for run, out in pair if i % 2 == 0 else pair[::-1]:
+            took, rc = run()
+            if rc != 0:
+                row.bw_error = f"a timed bwrap run exited {rc}"
+                return
+            out.append(took)
+
+
 def stale_git_calls() -> list[str]:
     """The reproduced git calls that src/ai_sandbox/git.py no longer spells out (layout ignored)."""
     try:
@@ -795,27 +851,38 @@ def report(
     p(" · ".join(f"{k}: {v}" for k, v in mach) + "\n")
     p(runs_note + "\n")
     p("| fixture | config | files | hidden | `--dry-run` | `ai-sandbox -- true` | bare `firejail` | overhead | ratio "
-      "| overhead of the fastest runs |")  # fmt: skip
-    p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+      "| overhead of the fastest runs | hidden (bwrap) | `--backend bwrap` | bare `bwrap` | bwrap overhead "
+      "| bwrap, fastest runs |")  # fmt: skip
+    p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         cfg = CONFIG_SHOWN[r.variant]
         files = f"{r.info['files']:,}"
+        if r.bw_error or not r.bw_sandbox:
+            bw = f"{r.bw_hidden:,} | **fails** | – | – | – |" if r.bw_error else "– | – | – | – | – |"
+        else:
+            x, y = med(r.bw_sandbox), med(r.bw_bare)
+            bw = (f"{r.bw_hidden:,} | {ms(x)} | {ms(y)} | +{x - y:,.0f} ms | "
+                  f"+{min(r.bw_sandbox) - min(r.bw_bare):,.0f} ms |")  # fmt: skip
         if r.error or r.bare_error:
             bare = "fails" if r.bare_error else "–"
-            p(f"| {r.fixture.title} | {cfg} | {files} | {r.hidden:,} | – | **fails** | {bare} | – | – | – |")
+            p(f"| {r.fixture.title} | {cfg} | {files} | {r.hidden:,} | – | **fails** | {bare} | – | – | – | {bw}")
             continue
         a, b = med(r.sandbox), med(r.bare)
         p(f"| {r.fixture.title} | {cfg} | {files} | {r.hidden:,} | {ms(med(r.dry))} | {ms(a)} | {ms(b)} | "
-          f"+{a - b:,.0f} ms | {a / b:.2f}× | +{min(r.sandbox) - min(r.bare):,.0f} ms |")  # fmt: skip
+          f"+{a - b:,.0f} ms | {a / b:.2f}× | +{min(r.sandbox) - min(r.bare):,.0f} ms | {bw}")  # fmt: skip
     p("\n*hidden*: masks after collapsing (`ai-sandbox explain --json` → `hidden`); *overhead*: median of "
       "`ai-sandbox -- true` − median of bare `firejail --quiet --profile=<the same generated profile> -- true`, "
-      "run interleaved; *overhead of the fastest runs*: min − min, less sensitive to a busy machine.")  # fmt: skip
+      "run interleaved; *overhead of the fastest runs*: min − min, less sensitive to a busy machine. "
+      "*bwrap* columns: `ai-sandbox --backend bwrap -- true` against bare `bwrap --args 3 -- true` with the "
+      "arguments ai-sandbox generated (`explain --json` → `descriptors`), interleaved; the masks are not among "
+      "them (the launch check mounts them), so their cost is in the overhead.")  # fmt: skip
     for r in rows:
-        if r.error or r.bare_error:
+        if r.error or r.bare_error or r.bw_error:
             p(f"\n**{r.fixture.title}, {VARIANTS[r.variant]}: the launch fails.**\n")
             p("```")
             p(r.error or "")
             p(r.bare_error or "")
+            p(r.bw_error or "")
             p("```")
 
     p("\n### Where the launch time goes\n")
@@ -913,8 +980,9 @@ def main() -> int:
     args = ap.parse_args()
     if not os.access(AI_SANDBOX, os.X_OK):
         raise SystemExit(f"bench: {AI_SANDBOX} not found: run `make bench` (it creates the venv)")
-    if shutil.which("firejail") is None:
-        raise SystemExit("bench: firejail is not installed (`make system-deps`)")
+    for tool, package in (("firejail", "firejail"), ("bwrap", "bubblewrap")):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"bench: {package} is not installed (`make system-deps`)")
     if args.runs is not None and args.runs < 10:
         log(f"--runs {args.runs}: fewer than 10 runs, the medians are rough")
     fixtures = [f for f in FIXTURES if not (args.quick and f.name == "monorepo")]
@@ -950,6 +1018,8 @@ def main() -> int:
             env = {**PY_ENV, "XDG_CONFIG_HOME": config_dir(args.cache, variant), "XDG_STATE_HOME": state_home}
             row = Row(f, infos[f.name], variant)
             measure(row, runs, dry_runs, env)
+            if shutil.which("bwrap"):
+                measure_bwrap(row, runs, env)
             if row.error or row.bare_error:
                 log(f"  {f.name} / {variant}: FAILED: {row.error or row.bare_error}")
             rows.append(row)
@@ -969,7 +1039,7 @@ def main() -> int:
     print("| what | where | time |\n| --- | --- | ---: |")
     for what, where, took in findings_bench(args.cache, mono, args.quick):
         print(f"| {what} | {where} | {took} |")
-    return 1 if any(r.error or r.bare_error for r in rows) else 0
+    return 1 if any(r.error or r.bare_error or r.bw_error for r in rows) else 0
 
 
 if __name__ == "__main__":

@@ -450,3 +450,17 @@ def test_a_bad_max_masks_is_one_clear_line(ws_self, firejail):
         ws_self.config_file.write_text(f"max_masks = {value}\n")
         res = ws_self.run("--", "true")
         assert res.rc == 78 and res.err.count("\n") == 1 and "max_masks" in res.err, (value, res.err)
+
+
+@pytest.mark.backends("bwrap")
+def test_nested_sandboxes_work_inside_for_a_user_and_not_for_root(ws):
+    """A user's agent may start its own sandbox (Claude Code's bash sandbox is bwrap): a user namespace in
+    ours. Root's has no capability left, so it cannot; and neither can lift a mask (tests/security)."""
+    require("unshare")
+    script = "bwrap --dev-bind / / true && echo NESTED-BWRAP; unshare -Ur true && echo NESTED-USERNS; true"
+    res = ws.run("--", "sh", "-c", script)
+    assert res.rc == 0, res.err
+    if ws.unprivileged:
+        assert res.out == "NESTED-BWRAP\nNESTED-USERNS\n", res.out + res.err
+    else:
+        assert res.out == "", res.out

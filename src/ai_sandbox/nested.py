@@ -40,15 +40,20 @@ def mounts(path: str = "/proc/self/mountinfo") -> list[tuple[str, str]]:
 
 
 def inside_sandbox(table: list[tuple[str, str]]) -> bool:
-    """Inside firejail (its tmpfs) or bwrap (its init is pid 1 here, and ours is no longer it). Forging
-    either only changes which refusal a launch gives: it still runs nothing unless every mask is in force."""
+    """Inside firejail or bwrap. Forging either only changes which refusal a launch gives: it still runs
+    nothing unless every mask is in force."""
+    return which(table) is not None
+
+
+def which(table: list[tuple[str, str]]) -> str | None:
+    """The sandbox this process is in: firejail (its tmpfs is mounted) or bwrap (its init is pid 1 here)."""
     if any(point == FIREJAIL_MARK for _, point in table):
-        return True
+        return "firejail"
     try:
         with open("/proc/1/comm", "rb") as f:
-            return f.read() == b"bwrap\n"
+            return "bwrap" if f.read() == b"bwrap\n" else None
     except OSError:
-        return False
+        return None
 
 
 def unenforced(policy: Policy, table: list[tuple[str, str]]) -> list[Mask]:

@@ -293,6 +293,7 @@ def test_alias_lists_installed_agents_unless_all(ws_self, tmp_world):
     assert res.rc == 64 and "unknown shell" in res.err
 
 
+@pytest.mark.backends("firejail", "bwrap")
 def test_a_nested_launch_runs_directly_inside_the_sandbox(ws, firejail, tmp_world):
     ws.write(".gitignore", ".env\n")
     ws.write(".env", "SECRET-NESTED\n")
@@ -306,6 +307,7 @@ def test_a_nested_launch_runs_directly_inside_the_sandbox(ws, firejail, tmp_worl
     assert "SECRET-NESTED" not in res.out
 
 
+@pytest.mark.backends("firejail", "bwrap")
 def test_a_nested_launch_refuses_what_the_outer_sandbox_does_not_hide(ws_self, firejail, tmp_world):
     other = tmp_world / "other"
     other.mkdir()

@@ -111,7 +111,14 @@ def fakes(monkeypatch):
     log: list[str] = []
     for name in choose.ORDER:
         monkeypatch.setitem(REGISTRY, name, lambda settings, n=name: _Fake(n, state[n], log))
+    monkeypatch.setattr(choose, "_inside", lambda: None)  # the suite may itself run in a sandbox
     return state, log
+
+
+def test_inside_a_sandbox_auto_is_that_sandbox_and_starts_nothing(fakes, tmp_path, monkeypatch):
+    _, log = fakes
+    monkeypatch.setattr(choose, "_inside", lambda: "bwrap")
+    assert choose.linux(Settings(), _env(tmp_path)).name == "bwrap" and log == []
 
 
 def test_auto_takes_bwrap_where_firejail_does_not_sandbox_and_remembers(fakes, tmp_path):

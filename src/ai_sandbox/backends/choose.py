@@ -87,6 +87,11 @@ def verdict(backend: Backend, env: Mapping[str, str]) -> UnavailableError | None
 
 def linux(settings: Settings, env: Mapping[str, str], *, fresh: bool = False) -> Backend:
     """The first backend of ORDER that sandboxes here. fresh: ask each again (doctor)."""
+    inside = _inside()
+    if inside is not None:
+        # already sandboxed (an agent ran `claude` through the alias): the launch runs directly if this
+        # sandbox's masks are in force, so the policy is computed as this sandbox names paths; no start
+        return REGISTRY[inside](settings)
     backends = [REGISTRY[name](settings) for name in ORDER]
     key = state_key(backends)
     known = {} if fresh else verdicts(env, key)
@@ -98,8 +103,6 @@ def linux(settings: Settings, env: Mapping[str, str], *, fresh: bool = False) ->
             err = None if v is None else UnavailableError(v[0], v[1])
         elif backend.unavailable() is not None:
             err = backend.unavailable()
-        elif _nested():
-            err = None  # inside a sandbox a launch runs directly or not at all: no sandbox start to prove
         else:
             err = verdict(backend, env)
             found[backend.name] = None if err is None else [err.message, err.hint]
@@ -116,7 +119,7 @@ def linux(settings: Settings, env: Mapping[str, str], *, fresh: bool = False) ->
     )
 
 
-def _nested() -> bool:
+def _inside() -> str | None:
     from ai_sandbox import nested
 
-    return nested.inside_sandbox(nested.mounts())
+    return nested.which(nested.mounts())

@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import AIS, chown_tree
 
 pytestmark = pytest.mark.sandbox
+BACKENDS = ("firejail", "bwrap")
 
 # Reads the hidden file once, well after the test replaced it: the session must be over by then.
 SCRIPT = 'trap "" INT; echo READY; sleep 2.5; cat .env secrets/key 2>/dev/null; echo SURVIVED'

@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import PY, plant_env, require, token
 
 pytestmark = pytest.mark.sandbox
+BACKENDS = ("firejail", "bwrap")
 
 
 def _commit(ws, *paths: str) -> None:

@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import AIS, Workspace, require, token
 
 pytestmark = pytest.mark.sandbox
+BACKENDS = ("firejail", "bwrap")
 
 # What agents run all day: status, diff, add -A, commit -a, stash -u / pop, a branch, a rebase, reset --hard.
 AGENT = r"""

@@ -91,9 +91,11 @@ def document(prepared: Any, paths: list[str] | None, cwd: str, nested: list[Mask
         "warnings": [{"kind": w.kind, "message": w.message, "path": w.path or None} for w in prepared.notices],
         "command": prepared.plan.argv,
         "files": {path: content.decode("utf-8", "surrogateescape") for path, content in prepared.plan.files.items()},
-        # what the command reads from its descriptors (bwrap's arguments through --args), as argument lists
+        # what the command reads from its descriptors: bwrap's arguments (--args) as a list; binary data
+        # (bwrap's seccomp program) as its size
         "descriptors": {
-            str(fd): os.fsdecode(data).split("\0")[:-1] if data else [] for fd, data in prepared.plan.fds.items()
+            str(fd): os.fsdecode(data).split("\0")[:-1] if data.endswith(b"\0") else f"{len(data)} bytes"
+            for fd, data in prepared.plan.fds.items()
         },
         "unavailable": str(err) if (err := prepared.backend.probe(prepared.env)) else None,
         "nested": None if nested is None else {"unenforced": [m.path for m in nested]},

@@ -135,6 +135,11 @@ def dry_run(prepared: Prepared, req: Request, unenforced: list[Mask] | None = No
     for fd, data in plan.fds.items():
         con.print()
         con.print(Text(f"descriptor {fd}:", style="bold"))
+        if data and not data.endswith(b"\0"):  # not arguments: bwrap's seccomp program
+            _print_lines(
+                con, [Text(f"{len(data)} bytes of binary data (a seccomp program: {len(data) // 8} instructions)")]
+            )
+            continue
         _print_lines(con, [Text(printable(line)) for line in descriptor_lines(data)] or [Text("  (empty)")])
 
 

@@ -27,7 +27,6 @@ FORWARDED = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signa
 # from the terminal or its process group. verify.py restores them.
 IGNORED_ABOVE = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)
 SI_KERNEL = 0x80  # si_code of a signal the kernel sent: the terminal's Ctrl-C, Ctrl-\, hang-up
-IGNORED_ENV = "AI_SANDBOX_SIGIGN"  # the caller's ignored signals, for verify.py to keep ignored
 
 
 def caller_ignored() -> str:

@@ -62,6 +62,14 @@ def pack_env(env: dict[str, str]) -> dict[str, str]:
     return {f"{ENV_PREFIX}{i}": os.fsdecode(c) for i, c in enumerate(chunks)}
 
 
+def carried(env: dict[str, str]) -> dict[str, str]:
+    """The sandbox's environment: the caller's with it all packed in. The caller's own variables named like
+    ours are left out of the outside copy (still inside the packed one): an AI_SANDBOX_ENV_1 of the caller's
+    next to a packed _0 would be read as its continuation and add variables (red team)."""
+    ours = {k: v for k, v in env.items() if not k.startswith(ENV_PREFIX) and k != IGNORED_ENV}
+    return {**ours, **pack_env(env)}
+
+
 def unpack_env(environ: dict[bytes, bytes]) -> dict[bytes, bytes] | None:
     """The caller's environment, exactly; None when it did not arrive."""
     chunks: list[bytes] = []
@@ -250,6 +258,8 @@ def mount_masks(paths: list[str]) -> None:
 
     empty = None
     try:
+        # the sandbox's own terminals: the host's /dev/pts would show every terminal of the user's
+        mount(b"devpts", b"/dev/pts", b"devpts", _MS_NOSUID | _MS_NOEXEC, b"newinstance,ptmxmode=0666,mode=0620")
         for path in sorted(paths):
             try:
                 st = os.lstat(path)
@@ -292,10 +302,17 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
     if backend == "bwrap":
         if not _bwrap_init():
             return BWRAP_NOT_SANDBOXED, "run `ai-sandbox doctor`"
+        here = os.getcwd()
         try:
             mount_masks([rest for kind, rest in records if kind == "M"])
         except OSError as e:
             return f"cannot mask {e.filename or 'a path'}: {e.strerror}", "report this"
+        # bwrap entered the start directory before the masks existed: a hidden one would still be the real
+        # directory beneath its mask (red team). Entered again by name, it is the mask, or / when that refuses.
+        try:
+            os.chdir(here)
+        except OSError:
+            os.chdir("/")
     elif not os.path.ismount(MARK):
         return NOT_SANDBOXED, NOT_SANDBOXED_HINT
     try:

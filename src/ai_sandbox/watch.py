@@ -77,6 +77,9 @@ def start(
         return
     code = 0
     try:
+        # out of the agent's process group and session: kill(0, SIGSTOP or SIGKILL) from inside the sandbox
+        # reaches the whole group across pid namespaces, and would freeze or end the watcher (red team)
+        os.setsid()
         if background is not None:
             _detach(background)
         _child(paths, target, mode, moved_log)  # no paths (on_end only): it just outlives the sandbox

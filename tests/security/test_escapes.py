@@ -34,6 +34,7 @@ import os
 import re
 import secrets as _random
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -433,3 +434,122 @@ def test_the_next_launch_cannot_be_weakened_from_inside(ws, firejail, attack):
     assert not leaked, f"{attack}: the session rewrote the next launch's rules and the next launch revealed it"
     if attack in ("edit-gitignore", "project-config-allow"):
         assert second.rc == 65 and "was hidden at the last launch" in second.err  # the record (state.py)
+
+
+# --- found by the red team of the bwrap backend, fixed ----------------------------------------------------
+
+
+def test_kernel_settings_and_sysfs_are_read_only_inside(ws):
+    """Root (no capability, but the owner) wrote kernel.core_pattern = |/tmp/evil.sh inside bwrap, and the
+    kernel ran it as root outside every namespace: it read every secret. /proc/sys and /sys are read-only;
+    the write below puts back the value already there, so a failure of this test changes nothing."""
+    before = Path("/proc/sys/kernel/core_pattern").read_text()
+    script = (
+        "echo @@write; cat /proc/sys/kernel/core_pattern > /tmp/.ais-cp-$$ && "
+        "cat /tmp/.ais-cp-$$ > /proc/sys/kernel/core_pattern && echo '~~wrote'; rm -f /tmp/.ais-cp-$$;"
+        " echo @@mounts; grep -E ' /(sys|proc/sys) ' /proc/self/mountinfo; echo @@done; true"
+    )
+    res = launch(ws, script)
+    assert res.rc == 0, res.err
+    assert_markers(res, script)
+    assert "~~wrote" not in res.out and ("Read-only file system" in res.err or "Permission denied" in res.err)
+    points = {line.split()[4]: line.split()[5] for line in res.out.splitlines() if line.count(" ") > 5}
+    assert {"/sys", "/proc/sys"} <= set(points), res.out
+    assert all("ro" in opts.split(",") for opts in points.values()), points
+    assert Path("/proc/sys/kernel/core_pattern").read_text() == before
+
+
+def test_started_inside_a_masked_directory_the_agent_is_in_the_mask(ws):
+    """bwrap entered the caller's directory before the masks existed: started in a hidden directory that gets
+    a read-only mask (here not writable by its owner, so no scratch), the agent listed, read and wrote the real
+    one beneath. As under firejail, it now meets the mask (or starts in /)."""
+    s = plant(ws)
+    (ws.repo / "secrets").chmod(0o555)
+    if ws.user:
+        chown_tree(ws.base, ws.user)
+    before = snapshot(ws.repo)
+    script = "echo @@cwd; pwd; ls -a; cat key.txt ./*.pem; echo OVERWRITTEN > key.txt; echo @@done; true"
+    try:
+        res = launch(ws, script, cwd=ws.repo / "secrets")
+    finally:
+        (ws.repo / "secrets").chmod(0o755)
+    assert res.rc == 0, res.err
+    assert_markers(res, script)
+    assert_nothing_revealed(res, s)
+    (ws.repo / "secrets").chmod(0o555)
+    assert snapshot(ws.repo) == before, "the host's secrets changed"
+    (ws.repo / "secrets").chmod(0o755)
+
+
+def test_no_terminal_of_the_host_but_the_controlling_one(ws):
+    """The host's /dev/pts let the agent open another terminal of the user's and read what was typed there.
+    Inside, /dev/pts is the sandbox's own (new terminals still work: tmux, expect, node-pty)."""
+    import pty
+
+    master, slave = pty.openpty()
+    try:
+        name = os.ttyname(slave)
+        if ws.user:
+            os.chown(name, ws.user.uid, ws.user.gid)
+        script = f"echo @@pts; ls /dev/pts; test -e {name} && echo '~~host-pty'; echo @@new; "
+        script += "$PY -c 'import os, pty; m, s = pty.openpty(); print(\"~~opened\", os.ttyname(s))'; echo @@done"
+        res = launch(ws, script)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert res.rc == 0, res.err
+    assert_markers(res, script)
+    assert "~~host-pty" not in res.out
+    assert "~~opened /dev/pts/" in res.out
+
+
+@pytest.mark.backends(
+    pytest.param("firejail", marks=pytest.mark.xfail(strict=True, reason="no seccomp filter under firejail")),
+    "bwrap",
+)
+def test_the_agent_cannot_type_into_the_callers_terminal(ws):
+    """TIOCSTI pushes input into the terminal the agent shares with the caller (where the kernel allows it,
+    dev.tty.legacy_tiocsti = 1): a command run by the caller's shell once the sandbox ends read every secret
+    (red team). bwrap's seccomp filter refuses it with EPERM; the control run shows the call itself is
+    otherwise well formed (ENOTTY: stdin is no terminal here)."""
+    probe = (
+        "import fcntl, termios\nfor cmd in (termios.TIOCSTI, 0x541C):\n    try:\n"
+        "        fcntl.ioctl(0, cmd, b'x')\n    except OSError as e:\n        print('~~', hex(cmd), e.strerror)\n"
+    )
+    script = f'echo @@ioctl; $PY -c "{probe}"; echo @@done'
+    control = launch(ws, script, sandbox=False)
+    assert "~~ 0x5412 Inappropriate ioctl for device" in control.out, control.out
+    res = launch(ws, script)
+    assert res.rc == 0, res.err
+    assert_markers(res, script)
+    assert "~~ 0x5412 Operation not permitted" in res.out and "~~ 0x541c Operation not permitted" in res.out
+
+
+def test_killing_the_whole_process_group_from_inside_spares_the_watcher(ws):
+    """kill(0, SIGKILL) reaches the agent's whole process group across pid namespaces: it killed the watcher
+    on the host, and the index marks of a hidden tracked file stayed set (git then ignored the user's edits
+    to it). The watcher has a session of its own: the marks are cleared when the sandbox is gone."""
+    ws.write(".ai-sandbox.toml", 'block = ["config/prod.yml"]\n')
+    ws.write("config/prod.yml", "password: tracked-secret\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "prod")
+    if ws.user:
+        chown_tree(ws.base, ws.user)
+    cmd = host_user_cmd(ws, [AIS, *ws.backend_args, "--", PY, "-c", "import os, signal; os.kill(0, signal.SIGKILL)"])
+    proc = subprocess.run(cmd, cwd=ws.repo, env=ws.env(), capture_output=True, timeout=60, start_new_session=True)
+    assert proc.returncode == -9, proc.stderr  # the launch itself was in the group
+    deadline = time.monotonic() + 20
+    while "S config/prod.yml" in ws.git("ls-files", "-v") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "S config/prod.yml" not in ws.git("ls-files", "-v")
+
+
+def test_a_caller_variable_named_like_the_environment_transport_adds_nothing(ws):
+    """The caller's own AI_SANDBOX_ENV_1 was read as the continuation of the packed environment: a newline in
+    it added a variable of its choosing. The agent now gets it as one variable, exactly."""
+    value = "tail\nINJECTED=yes"
+    res = launch(ws, "echo @@env; env; echo @@done", env={"AI_SANDBOX_ENV_1": value, "AI_SANDBOX_SIGIGN": "2"})
+    assert res.rc == 0, res.err
+    assert "\nINJECTED=yes\n" in res.out  # as the second line of AI_SANDBOX_ENV_1's value, printed by env
+    assert f"AI_SANDBOX_ENV_1={value}\n" in res.out and "AI_SANDBOX_SIGIGN=2\n" in res.out
+    assert res.out.count("INJECTED=yes") == 1

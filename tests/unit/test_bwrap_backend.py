@@ -14,7 +14,7 @@ from ai_sandbox.backends.bwrap import ARGS_FD, MAX_SCRATCH, SYSTEM_READ_ONLY, Bw
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.policy import GLOBAL, Mask, Policy
 from ai_sandbox.report import descriptor_lines
-from ai_sandbox.supervise import IGNORED_ENV
+from ai_sandbox.verify import IGNORED_ENV
 
 
 def _env(tmp_path) -> dict[str, str]:

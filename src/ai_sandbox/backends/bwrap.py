@@ -27,9 +27,15 @@ from ai_sandbox.policy import Policy
 
 # Read-only inside, as firejail makes them: a root agent (no capabilities, but the owner) could otherwise
 # replace /usr/bin/bwrap or git, and the next launch would run whatever it left there.
-SYSTEM_READ_ONLY = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot")
-DEV_NODES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts")
+# /proc/sys and /sys too: root (no capability, but the owner) could set kernel.core_pattern to a program the
+# kernel then runs as root outside every namespace (red team), or write devices' sysfs files.
+SYSTEM_READ_ONLY = (
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot",
+    "/sys", "/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs",
+)  # fmt: skip
+DEV_NODES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 DEV_LINKS = (
+    ("/dev/ptmx", "pts/ptmx"),  # the launch check mounts a devpts of the sandbox's own on /dev/pts
     ("/dev/fd", "/proc/self/fd"),
     ("/dev/stdin", "/proc/self/fd/0"),
     ("/dev/stdout", "/proc/self/fd/1"),
@@ -74,6 +80,44 @@ def userns_hint() -> str:
         "user namespaces are not available here (inside a container, run it with --security-opt seccomp=unconfined "
         "or use firejail/the docker backend on the host); or install firejail"
     )
+
+
+SECCOMP_FD = 4  # bwrap loads the classic BPF program read here
+TIOCSTI, TIOCLINUX = 0x5412, 0x541C
+# (AUDIT_ARCH_*, ioctl's syscall numbers on it): x86-64 (and its x32 ABI), i386, aarch64, arm
+_IOCTL = ((0xC000003E, (16, 0x40000000 | 514)), (0x40000003, (54,)), (0xC00000B7, (29,)), (0x40000028, (54,)))
+
+
+def tiocsti_filter() -> bytes:
+    """A seccomp program refusing (EPERM) ioctl TIOCSTI and TIOCLINUX: the agent shares the caller's
+    terminal (a new session would lose Ctrl-C), and where the kernel allows TIOCSTI
+    (`dev.tty.legacy_tiocsti = 1`) it could push a command into the caller's shell, run after the
+    sandbox ends (red team). Everything else is allowed: this is not a syscall sandbox."""
+    import struct
+
+    ld, jeq, ret = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    prog: list[tuple[int, object, object, int]] = [(ld, 0, 0, 4)]  # seccomp_data.arch
+    for i, (arch, _) in enumerate(_IOCTL):
+        prog.append((jeq, f"arch{i}", 0, arch))
+    prog.append((ret, 0, 0, allow))
+    labels: dict[str, int] = {}
+    for i, (_, numbers) in enumerate(_IOCTL):
+        labels[f"arch{i}"] = len(prog)
+        prog.append((ld, 0, 0, 0))  # seccomp_data.nr
+        for j, nr in enumerate(numbers):
+            prog.append((jeq, "cmd", 0 if j < len(numbers) - 1 else "allow", nr))
+    labels["cmd"] = len(prog)
+    prog += [(ld, 0, 0, 24), (jeq, "deny", 0, TIOCSTI), (jeq, "deny", "allow", TIOCLINUX)]  # args[1], low half
+    labels["deny"] = len(prog)
+    prog.append((ret, 0, 0, deny))
+    labels["allow"] = len(prog)
+    prog.append((ret, 0, 0, allow))
+
+    def off(at: int, to: object) -> int:
+        return to if isinstance(to, int) else labels[str(to)] - at - 1
+
+    return b"".join(struct.pack("<HBBI", c, off(n, t), off(n, f), k) for n, (c, t, f, k) in enumerate(prog))
 
 
 class Bwrap:
@@ -182,6 +226,7 @@ class Bwrap:
         args = [b"--dev-bind", b"/", b"/", b"--unshare-pid", b"--die-with-parent", b"--proc", b"/proc"]
         args += self.dev()
         args += [b"--cap-drop", b"ALL", b"--cap-add", b"CAP_SYS_ADMIN", b"--cap-add", b"CAP_SETPCAP"]
+        args += [b"--seccomp", b"%d" % SECCOMP_FD]
         for path in own.anchors:  # a mount point cannot be renamed (EBUSY)
             p = os.fsencode(path)
             args += [b"--bind", p, p]
@@ -201,22 +246,24 @@ class Bwrap:
     @staticmethod
     def dev() -> list[bytes]:
         """A minimal /dev, as firejail's private-dev: no block device (root, owner of the disk's node, would
-        read it raw, past every mask), the host's terminals (so `tty` names one that exists), an empty
-        /dev/shm. Not bwrap's --dev: for a user its new devpts makes bwrap nest a second user namespace,
-        which does not own the mount namespace, and the launch check could then mount no mask."""
+        read it raw, past every mask), no terminal of the host's but the controlling one (/dev/tty; the
+        launch check mounts a devpts of its own on /dev/pts: the host's would let the agent read another
+        terminal of the user's), an empty /dev/shm. Not bwrap's --dev: for a user its new devpts makes bwrap
+        nest a second user namespace, which does not own the mount namespace, and the launch check could then
+        mount nothing."""
         args = [b"--tmpfs", b"/dev"]
         for node in DEV_NODES:
             if os.path.exists(node):
                 args += [b"--dev-bind", node.encode(), node.encode()]
         for link, target in DEV_LINKS:
             args += [b"--symlink", target.encode(), link.encode()]
-        return [*args, b"--tmpfs", b"/dev/shm"]
+        return [*args, b"--dir", b"/dev/pts", b"--tmpfs", b"/dev/shm"]
 
     def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str]) -> LaunchPlan:
         from ai_sandbox import supervise, verify
 
         own = own_files(env, self.unexpressible, policy.root, self.user)
-        system = [d for d in SYSTEM_READ_ONLY if os.path.isdir(d) and not os.path.islink(d)]
+        system = [d for d in SYSTEM_READ_ONLY if os.path.exists(d) and not os.path.islink(d)]
         own.protect = list(dict.fromkeys(system + own.protect))  # enclosing first: bwrap binds in this order
         scratch = self.scratch(policy)
         args = self.arguments(own, scratch)
@@ -233,10 +280,10 @@ class Bwrap:
         command = [self.executable or "bwrap", "--args", str(ARGS_FD), "--", python, "-I", "-S", script, check_path]
         return LaunchPlan(
             argv=[*command, *argv],
-            env={**env, **verify.pack_env(dict(env)), supervise.IGNORED_ENV: supervise.caller_ignored()},
+            env={**verify.carried(dict(env)), verify.IGNORED_ENV: supervise.caller_ignored()},
             files={check_path: check},
             dirs=dict.fromkeys(own.create, 0o700),
             scratch=scratch,
-            fds={ARGS_FD: b"\0".join(args) + b"\0"},
+            fds={ARGS_FD: b"\0".join(args) + b"\0", SECCOMP_FD: tiocsti_filter()},
             supervised=True,
         )

@@ -234,7 +234,7 @@ class Firejail:
         ]
         return LaunchPlan(
             argv=command,
-            env={**env, **verify.pack_env(dict(env))},
+            env=verify.carried(dict(env)),
             files={profile_path: content, check_path: check},
             dirs=dict.fromkeys(own.create, 0o700),
             scratch=scratch,

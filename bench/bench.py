@@ -653,9 +653,11 @@ def bwrap_timed(args: list[str], cwd: str, env: dict[str, str]) -> tuple[float, 
     from ai_sandbox.backends import LaunchPlan
     from ai_sandbox.supervise import captured
 
+    from ai_sandbox.backends.bwrap import SECCOMP_FD, tiocsti_filter
+
     blob = b"".join(os.fsencode(a) + b"\0" for a in args)
     plan = LaunchPlan(argv=[shutil.which("bwrap") or "bwrap", "--args", "3", "--", shutil.which("true") or "/usr/bin/true"],
-                      env=env, fds={3: blob})  # fmt: skip
+                      env=env, fds={3: blob, SECCOMP_FD: tiocsti_filter()})  # fmt: skip
     t = time.perf_counter()
     rc, _, _ = captured(plan, cwd)
     return (time.perf_counter() - t) * 1000, rc

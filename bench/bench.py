@@ -651,9 +651,8 @@ def measure(row: Row, runs: int, dry_runs: int, env: dict[str, str]) -> None:
 def bwrap_timed(args: list[str], cwd: str, env: dict[str, str]) -> tuple[float, int]:
     """Wall time of bare `bwrap --args 3 -- true` with args at fd 3, started the way ai-sandbox starts it."""
     from ai_sandbox.backends import LaunchPlan
-    from ai_sandbox.supervise import captured
-
     from ai_sandbox.backends.bwrap import SECCOMP_FD, tiocsti_filter
+    from ai_sandbox.supervise import captured
 
     blob = b"".join(os.fsencode(a) + b"\0" for a in args)
     plan = LaunchPlan(argv=[shutil.which("bwrap") or "bwrap", "--args", "3", "--", shutil.which("true") or "/usr/bin/true"],

@@ -236,7 +236,10 @@ def run(req: Request) -> int:
 
         sys.stdout.flush()
         sys.stderr.flush()
-        return supervise.run(prepared.plan)
+        status = supervise.run(prepared.plan)
+        if needs:  # now, not a moment later in the watcher: the user's next `git commit -a` must see the file
+            skipworktree.release(req.env, root, os.getpid())
+        return status
     _exec(prepared.plan.argv, prepared.plan.env)
     return 127  # not reached
 

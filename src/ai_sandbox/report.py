@@ -154,7 +154,16 @@ def descriptor_lines(data: bytes) -> list[str]:
     return [" ".join(words) for words in lines]
 
 
-_CHECK_KINDS = {"K": "sandbox", "M": "masked", "T": "scratch", "R": "read-only", "B": "a mount point", "C": "starts in"}
+_CHECK_KINDS = {
+    "K": "sandbox",
+    "M": "masked",
+    "m": "masked if there",
+    "T": "scratch",
+    "R": "read-only",
+    "B": "a mount point",
+    "C": "starts in",
+    "W": "enters",
+}
 
 
 def _file_lines(content: bytes) -> list[str]:

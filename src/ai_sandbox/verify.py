@@ -14,7 +14,10 @@ SPEC is a file ai-sandbox wrote (in its cache directory, read-only inside every 
 then NUL-separated records, each a one-letter kind and a path:
   K<backend>            the sandbox that must be there: firejail (its own tmpfs) or bwrap (own pid namespace)
   M<path>               a mask: a file or directory that must show an empty mask here (firejail's, or an
-                        empty read-only mount of mode 0000: bwrap's)
+                        empty read-only mount of mode 0000: bwrap's); it existed at the launch, so it must
+                        exist here too (moved or deleted while the sandbox started: refused)
+  m<path>               the same, for a path that may be missing (nothing there to read)
+  W<path>               the directory the agent starts in, entered by name once the masks exist (bwrap)
   T<path>               a scratch directory: a fresh, empty tmpfs of this sandbox mounted exactly there
   R<path>               must be on a read-only mount
   B<path>               must be a mount point (so that it cannot be renamed: EBUSY)
@@ -299,12 +302,15 @@ def _drop_capabilities(libc: object) -> None:
 def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
     """(message, hint) for the first rule not in force, None when all are."""
     backend = next((rest for kind, rest in records if kind == "K"), "firejail")
+    masked = [rest for kind, rest in records if kind in "Mm"]
     if backend == "bwrap":
         if not _bwrap_init():
             return BWRAP_NOT_SANDBOXED, "run `ai-sandbox doctor`"
-        here = os.getcwd()
+        # bwrap starts in / (--chdir /): its init's cwd, which the agent reaches as /proc/1/cwd, must not be a
+        # directory a mask is about to cover (red team)
+        here = next((rest for kind, rest in records if kind == "W"), os.getcwd())
         try:
-            mount_masks([rest for kind, rest in records if kind == "M"])
+            mount_masks(masked)
         except OSError as e:
             return f"cannot mask {e.filename or 'a path'}: {e.strerror}", "report this"
         # bwrap entered the start directory before the masks existed: a hidden one would still be the real
@@ -325,7 +331,13 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
             return f"capabilities are not dropped ({line.decode()})", "report this: root could lift the masks"
         if line.startswith(b"NoNewPrivs:") and line.split()[1] != b"1":
             return "no_new_privs is not set", "report this: a setuid program could lift the masks"
-    bad = unenforced_masks([rest for kind, rest in records if kind == "M"])
+    gone = next((rest for kind, rest in records if kind == "M" and not os.path.lexists(rest)), None)
+    if gone is not None:
+        return (
+            f"{gone} was moved or deleted while the sandbox started, so it could not be masked",
+            "launch again (if something renames it in a loop, stop that first)",
+        )
+    bad = unenforced_masks(masked)
     if bad is not None:
         return (
             f"{bad[0]} {bad[1]}, although the policy hides it",

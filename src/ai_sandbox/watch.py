@@ -246,6 +246,9 @@ def _events(fd: int, by_wd: dict[int, str], known: dict[str, tuple[int, int] | N
 
 
 def _act(path: str, target: int, mode: str, alive: int | None) -> None:
+    from ai_sandbox.fs import printable
+
+    path = printable(path)  # a name's escape codes never reach the terminal (red team)
     if mode == "warn":
         msg = (
             f"ai-sandbox: warning: {path} was replaced (outside the sandbox, or by moving a directory above it "

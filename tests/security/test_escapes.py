@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import AIS, PY, Result, Workspace, chown_tree, new_workspace, require, root_only
+from tests.conftest import AIS, PY, Result, Workspace, chown_tree, new_workspace, require, root_only, token
 
 pytestmark = pytest.mark.sandbox
 BACKENDS = ("firejail", "bwrap")
@@ -468,7 +468,10 @@ def test_started_inside_a_masked_directory_the_agent_is_in_the_mask(ws):
     if ws.user:
         chown_tree(ws.base, ws.user)
     before = snapshot(ws.repo)
-    script = "echo @@cwd; pwd; ls -a; cat key.txt ./*.pem; echo OVERWRITTEN > key.txt; echo @@done; true"
+    script = "echo @@cwd; pwd; ls -a; cat key.txt ./*.pem; echo OVERWRITTEN > key.txt;"
+    # the sandbox's pid 1 (bwrap's init) entered it before the masks existed too (second red team)
+    script += " echo @@init; ls -a /proc/1/cwd/; cat /proc/1/cwd/key.txt; echo OVERWRITTEN >> /proc/1/cwd/key.txt;"
+    script += " echo @@done; true"
     try:
         res = launch(ws, script, cwd=ws.repo / "secrets")
     finally:
@@ -553,3 +556,42 @@ def test_a_caller_variable_named_like_the_environment_transport_adds_nothing(ws)
     assert "\nINJECTED=yes\n" in res.out  # as the second line of AI_SANDBOX_ENV_1's value, printed by env
     assert f"AI_SANDBOX_ENV_1={value}\n" in res.out and "AI_SANDBOX_SIGIGN=2\n" in res.out
     assert res.out.count("INJECTED=yes") == 1
+
+
+def test_a_hidden_path_moved_while_the_sandbox_starts_refuses(ws_self):
+    """A directory holding a hidden file renamed between the policy and the masks: the mask was skipped as
+    missing and the secret read under the new name, with no watcher to notice (second red team). The check
+    now knows the path existed at the launch: gone inside means moved, and the agent never starts. Driven
+    through the launch's own functions, to rename in that window."""
+    from ai_sandbox import launch as launching
+    from ai_sandbox import supervise
+    from ai_sandbox.fs import make_dirs, write_files
+
+    ws = ws_self
+    ws.write(".gitignore", ".env\n")
+    ws.write("svc/app.py", "APP\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "svc")
+    secret = token("RACESECRET")
+    ws.write("svc/.env", secret + "\n")
+    env = ws.env()
+    req = launching.Request(
+        argv=["sh", "-c", "cat svc.old/.env; echo AGENT-RAN"],
+        is_command=True,
+        backend=ws.backend,
+        cwd=str(ws.repo),
+        env=env,
+    )
+    prepared = launching.prepare(req)
+    plan = prepared.plan
+    make_dirs(plan.dirs)
+    write_files(plan.files)
+    os.rename(ws.repo / "svc", ws.repo / "svc.old")
+    if plan.supervised:
+        rc, out, err = supervise.captured(plan, str(ws.repo))
+    else:
+        proc = subprocess.run(plan.argv, env=plan.env, cwd=ws.repo, capture_output=True, timeout=60)
+        rc, out, err = proc.returncode, proc.stdout, proc.stderr
+    assert secret.encode() not in out + err
+    assert rc == 69 and b"AGENT-RAN" not in out, (rc, out, err)
+    assert b"was moved or deleted while the sandbox started" in err

@@ -49,7 +49,9 @@ def test_masks_go_to_the_launch_check_never_to_bwrap(tmp_path):
     [(check_path, spec)] = [(p, c) for p, c in plan.files.items() if "/check-" in p]
     records = verify.parse_spec(spec)
     assert records is not None and ("K", "bwrap") in records
-    assert {rest for kind, rest in records if kind == "M"} >= {m.path for m in masks}
+    assert ("M", str(tmp_path / ".env")) in records and ("M", str(tmp_path / "d")) in records
+    assert ("m", str(tmp_path / "missing")) in records  # nothing to read; existing ones must still exist inside
+    assert ("W", str(tmp_path)) in records  # entered by name once the masks exist (bwrap starts in /)
     assert plan.argv[:4] == [b.executable or "bwrap", "--args", str(ARGS_FD), "--"]
     assert plan.argv[-1] == "/bin/true" and check_path in plan.argv
     assert plan.supervised and IGNORED_ENV in plan.env
@@ -63,7 +65,7 @@ def test_system_directories_and_own_files_are_read_only_and_caps_kept_for_the_ch
     for d in SYSTEM_READ_ONLY:
         if os.path.isdir(d) and not os.path.islink(d):
             assert f"--ro-bind {d} {d}" in lines
-    assert lines[:3] == ["--dev-bind / /", "--unshare-pid", "--die-with-parent"]
+    assert lines[:4] == ["--dev-bind / /", "--unshare-pid", "--die-with-parent", "--chdir /"]
     assert "--cap-drop ALL" in lines and "--cap-add CAP_SYS_ADMIN" in lines and "--cap-add CAP_SETPCAP" in lines
     assert "--tmpfs /dev" in lines and "--tmpfs /dev/shm" in lines
     assert not any(line.startswith("--dev /") for line in lines)  # bwrap's --dev nests a user namespace

@@ -152,6 +152,9 @@ def test_scratch_directories_are_tmpfs_after_the_read_only_lines_and_checked_as_
     from ai_sandbox.backends.firejail import launch_check
 
     recs = verify.parse_spec(launch_check(pol, OwnFiles(), root, scratch))
-    assert ("T", f"{root}/secrets") in recs and ("M", f"{root}/.env") in recs and ("M", f"{root}/secrets") not in recs
+    # .env is not there: a mask that may be missing (m); one that exists now must still exist inside (M)
+    assert ("T", f"{root}/secrets") in recs and ("m", f"{root}/.env") in recs and ("M", f"{root}/secrets") not in recs
+    open(f"{root}/.env", "w").close()
+    assert ("M", f"{root}/.env") in verify.parse_spec(launch_check(pol, OwnFiles(), root, scratch))
     me.user = (12345, 12345)  # not the owner: firejail's tmpfs would take the owner's mode, so no scratch
     assert me.scratch(pol) == []

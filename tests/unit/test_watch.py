@@ -241,3 +241,13 @@ def test_the_loop_returns_once_the_sandbox_is_gone(target, tmp_path):
     proc.wait()
     watch._watch([path], {path: watch._ident(path)}, proc.pid, "end", alive, None, {}, [alive])
     assert watch._ident(path) is not None  # nothing acted on
+
+
+def test_a_replaced_path_is_named_without_its_escape_codes(capsys):
+    """The watcher's line went to the terminal raw: a hidden `y\\x1b[2J.env` replaced from outside cleared the
+    screen (second red team)."""
+    from ai_sandbox import watch
+
+    watch._act("/p/y\x1b[2J.env", os.getpid(), "warn", None)
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "y\\x1b[2J.env" in err

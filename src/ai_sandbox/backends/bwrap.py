@@ -223,7 +223,19 @@ class Bwrap:
         rules, then the scratch directories. The masks are not among them: the launch check mounts them
         (verify.mount_masks; bwrap's own mounts cost the square of their number), with the two capabilities
         it keeps for that and drops before anything else runs."""
-        args = [b"--dev-bind", b"/", b"/", b"--unshare-pid", b"--die-with-parent", b"--proc", b"/proc"]
+        # --chdir /: bwrap's init keeps the directory it starts in, and a mask mounted later would not cover
+        # it (/proc/1/cwd); the launch check enters the caller's once the masks exist
+        args = [
+            b"--dev-bind",
+            b"/",
+            b"/",
+            b"--unshare-pid",
+            b"--die-with-parent",
+            b"--chdir",
+            b"/",
+            b"--proc",
+            b"/proc",
+        ]
         args += self.dev()
         args += [b"--cap-drop", b"ALL", b"--cap-add", b"CAP_SYS_ADMIN", b"--cap-add", b"CAP_SETPCAP"]
         args += [b"--seccomp", b"%d" % SECCOMP_FD]

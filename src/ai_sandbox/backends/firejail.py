@@ -10,6 +10,7 @@ setuid start strips and adds variables).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -245,12 +246,25 @@ def launch_check(
     policy: Policy, own: OwnFiles, cwd: str, scratch: list[str] | None = None, backend: str = "firejail"
 ) -> bytes:
     """The spec verify.py checks inside the sandbox: which sandbox must be there, every mask, every scratch
-    directory, every read-only rule, every anchor, the start directory."""
+    directory, every read-only rule, every anchor, the start directory.
+
+    A mask in the project or the home that exists now is an M record: gone when the check runs, it was moved
+    or deleted while the sandbox started (a rename of its directory in that window left the secret readable
+    under the new name, with no mask and no watcher to notice: red team), and the launch refuses. Others are
+    m records: a missing one is nothing to read (a global block of a path that is not there, or a path the
+    sandbox itself replaces, like firejail's /var/tmp)."""
     from ai_sandbox import verify
 
     chosen = set(scratch or ())
-    recs = [b"K" + backend.encode()]
-    recs += [b"M" + os.fsencode(p) for p in [*(m.path for m in policy.masks if m.path not in chosen), *own.hide]]
+    home = os.path.realpath(os.path.expanduser("~"))
+    recs = [b"K" + backend.encode(), b"W" + os.fsencode(cwd)]
+    for p in [*(m.path for m in policy.masks if m.path not in chosen), *own.hide]:
+        kind = b"m"
+        if below(p, policy.root) or (home != "/" and below(p, home)):
+            with contextlib.suppress(OSError):
+                os.lstat(p)
+                kind = b"M"
+        recs.append(kind + os.fsencode(p))
     recs += [b"T" + os.fsencode(p) for p in scratch or ()]
     recs += [b"R" + os.fsencode(p) for p in own.protect]
     recs += [b"B" + os.fsencode(p) for p in own.anchors]

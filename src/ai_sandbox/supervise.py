@@ -92,6 +92,7 @@ def _child(plan: LaunchPlan, memfds: dict[int, int], stdio: tuple[int, int, int]
 def run(plan: LaunchPlan) -> int:
     """Start plan under this process's supervision; its exit status, once it is gone."""
     waited = {*FORWARDED, signal.SIGCHLD}
+    kept = frozenset(int(s) for s in IGNORED_ABOVE if signal.getsignal(s) == signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     pid = spawn(plan)
     while True:
@@ -101,17 +102,19 @@ def run(plan: LaunchPlan) -> int:
             if done:
                 return _become(status)
         elif info.si_code != SI_KERNEL:
-            _forward(pid, info.si_signo)
+            _forward(pid, info.si_signo, kept)
 
 
-def _forward(bwrap: int, sig: int) -> None:
-    """Pass sig to the agent: the child of bwrap's child (the sandbox's init). Before the agent exists
-    (bwrap still mounting), wait for it a little; a sandbox that never gets that far is killed."""
-    deadline = time.monotonic() + 2
+def _forward(bwrap: int, sig: int, kept: frozenset[int]) -> None:
+    """Pass sig to the agent: the child of bwrap's init. Until the launch check has given that process the
+    caller's dispositions, it ignores what bwrap ignores, and the signal would be lost (a `timeout` or a
+    closed terminal during the start left the agent running): so wait until it no longer ignores sig (or
+    the caller ignored it too: kept). A sandbox that never gets that far in 30 s is killed."""
+    deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         init = children(bwrap)
         agent = children(init[0]) if init else []
-        if agent:
+        if agent and (sig in kept or not _ignores(agent[0], sig)):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(agent[0], sig)
             return
@@ -120,6 +123,17 @@ def _forward(bwrap: int, sig: int) -> None:
         time.sleep(0.01)
     with contextlib.suppress(ProcessLookupError):
         os.kill(bwrap, signal.SIGKILL)
+
+
+def _ignores(pid: int, sig: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"SigIgn:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except OSError:
+        pass
+    return False
 
 
 def children(pid: int) -> list[int]:

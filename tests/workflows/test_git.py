@@ -9,6 +9,7 @@ firejail and with the docker backend (podman).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -123,13 +124,28 @@ def _wait_marks(ws: Workspace, repo: Path, *theirs: str) -> str:
 def _session_in_background(ws: Workspace) -> subprocess.Popen[bytes]:
     """`ai-sandbox -- sleep 30` in a process group of its own, returned once prod.tfvars is marked."""
     proc = subprocess.Popen(
-        [AIS, "--", "sleep", "30"], cwd=ws.repo, env=ws.env(), start_new_session=True, stdin=subprocess.DEVNULL
+        [AIS, *ws.backend_args, "--", "sleep", "30"],
+        cwd=ws.repo,
+        env=ws.env(),
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
     )
     for _ in range(200):
         if "S prod.tfvars" in ws.git("ls-files", "-t"):
             break
         time.sleep(0.05)
     return proc
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is pid (the watcher, forked by the launch, and the sandbox)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{name}/stat", "rb") as f:
+                if int(f.read().rsplit(b")", 1)[1].split()[1]) == pid:
+                    out.append(int(name))
+    return out
 
 
 def _copy(ws: Workspace) -> Path:
@@ -177,8 +193,12 @@ def test_marks_a_user_set_stay_and_a_crashed_session_is_repaired(ws_self, fireja
     assert "S prod.tfvars" in res.out and "S notes.txt" in res.out, res.out + res.err
     listing = _wait_marks(ws, ws.repo, "notes.txt")
     assert "H prod.tfvars" in listing and "S notes.txt" in listing
-    # a session killed with its watcher leaves the mark: the next launch clears it
+    # a session killed with its watcher (a crash, the OOM killer) leaves the mark: the next launch clears it.
+    # The watcher has a session of its own (kill(0) from inside must not reach it): killed by its pid.
     proc = _session_in_background(ws)
+    for pid in _children(proc.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     time.sleep(0.3)

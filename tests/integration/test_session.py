@@ -57,7 +57,9 @@ def test_a_hidden_file_replaced_outside_ends_the_session(ws, firejail):
     _secrets(ws)
     proc = _start(ws)
     started = time.monotonic()
-    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C in the terminal reaches the whole job, watcher included
+    os.killpg(
+        proc.pid, signal.SIGINT
+    )  # Ctrl-C in the terminal reaches the whole job (the watcher has a session of its own)
     time.sleep(0.3)
     _replace(ws.repo / ".env", "NEW-SECRET\n")
     out, err = proc.communicate(timeout=20)

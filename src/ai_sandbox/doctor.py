@@ -88,16 +88,12 @@ def _config_checks(env: Mapping[str, str], checks: list[Check]) -> config.UserCo
 def _backend_checks(name: str, env: Mapping[str, str], settings: Settings) -> list[Check]:
     """On Linux every backend auto chooses from, asked afresh with a real start (the answers are saved for
     auto's next launches), then the one in use: its self-test."""
-    from ai_sandbox.backends import REGISTRY, choose, select
+    from ai_sandbox.backends import choose, select
 
     checks: list[Check] = []
     found: dict[str, tuple[Backend, SandboxError | None]] = {}
     if sys.platform.startswith("linux"):
-        for n in choose.ORDER:
-            b = REGISTRY[n](settings)
-            found[n] = (b, choose.verdict(b, env))
-        verdicts = {n: None if why is None else [why.message, why.hint] for n, (_, why) in found.items()}
-        choose.save(env, choose.state_key([b for b, _ in found.values()]), verdicts)
+        found.update(choose.survey(settings, env))
     chosen: Backend | None
     if name == "auto" and found:
         chosen = next((b for b, why in found.values() if why is None), None)

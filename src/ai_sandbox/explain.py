@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ai_sandbox.backends import descriptor_args
 from ai_sandbox.fs import below, inside
 from ai_sandbox.history import Finding
 from ai_sandbox.policy import Kept, Mask, Policy
@@ -94,7 +95,7 @@ def document(prepared: Any, paths: list[str] | None, cwd: str, nested: list[Mask
         # what the command reads from its descriptors: bwrap's arguments (--args) as a list; binary data
         # (bwrap's seccomp program) as its size
         "descriptors": {
-            str(fd): os.fsdecode(data).split("\0")[:-1] if data.endswith(b"\0") else f"{len(data)} bytes"
+            str(fd): f"{len(data)} bytes" if (args := descriptor_args(data)) is None else args
             for fd, data in prepared.plan.fds.items()
         },
         "unavailable": str(err) if (err := prepared.backend.probe(prepared.env)) else None,

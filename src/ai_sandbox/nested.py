@@ -47,13 +47,11 @@ def inside_sandbox(table: list[tuple[str, str]]) -> bool:
 
 def which(table: list[tuple[str, str]]) -> str | None:
     """The sandbox this process is in: firejail (its tmpfs is mounted) or bwrap (its init is pid 1 here)."""
+    from ai_sandbox import verify
+
     if any(point == FIREJAIL_MARK for _, point in table):
         return "firejail"
-    try:
-        with open("/proc/1/comm", "rb") as f:
-            return "bwrap" if f.read() == b"bwrap\n" else None
-    except OSError:
-        return None
+    return "bwrap" if verify.bwrap_pid1() else None
 
 
 def unenforced(policy: Policy, table: list[tuple[str, str]]) -> list[Mask]:

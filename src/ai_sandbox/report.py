@@ -6,13 +6,13 @@ Reads the same Policy and LaunchPlan the launch executes; explain draws from the
 from __future__ import annotations
 
 import io
-import os
 import shlex
 import sys
 
 from rich.console import Console
 from rich.text import Text
 
+from ai_sandbox.backends import descriptor_args
 from ai_sandbox.policy import Kept, Mask, Policy
 
 TYPE_CHECKING = False
@@ -135,7 +135,8 @@ def dry_run(prepared: Prepared, req: Request, unenforced: list[Mask] | None = No
     for fd, data in plan.fds.items():
         con.print()
         con.print(Text(f"descriptor {fd}:", style="bold"))
-        if data and not data.endswith(b"\0"):  # not arguments: bwrap's seccomp program
+        args = descriptor_args(data)
+        if args is None:  # bwrap's seccomp program
             _print_lines(
                 con, [Text(f"{len(data)} bytes of binary data (a seccomp program: {len(data) // 8} instructions)")]
             )
@@ -146,7 +147,7 @@ def dry_run(prepared: Prepared, req: Request, unenforced: list[Mask] | None = No
 def descriptor_lines(data: bytes) -> list[str]:
     """NUL-separated arguments read from a descriptor (bwrap's --args), one option and its values a line."""
     lines: list[list[str]] = []
-    for arg in os.fsdecode(data).split("\0")[:-1] if data else []:
+    for arg in descriptor_args(data) or []:
         modifier = bool(lines) and len(lines[-1]) == 2 and lines[-1][0] == "--perms"  # applies to the next option
         if not lines or (arg.startswith("--") and not modifier):
             lines.append([])

@@ -72,3 +72,17 @@ def install_hint(package: str, url: str) -> str:
     if words & {"suse", "opensuse"}:
         return f"install it with `sudo zypper install {package}`"
     return f"install {package} from your distribution's packages ({url})"
+
+
+def version(executable: str | None) -> str | None:
+    """The first line `executable --version` prints, for doctor; None when it does not answer."""
+    import subprocess
+
+    if executable is None:
+        return None
+    try:
+        proc = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    first = proc.stdout.strip().splitlines()[:1]
+    return first[0] if proc.returncode == 0 and first else None

@@ -163,13 +163,12 @@ def empty_mount(path: str, st: os.stat_result, tops: dict[bytes, list[bytes]]) -
     top = tops.get(_escaped(path))
     if top is None or st.st_mode & 0o7777:
         return False
-    major, minor = (int(x) for x in top[2].split(b":"))
-    if st.st_dev != os.makedev(major, minor) or b"ro" not in top[5].split(b","):
+    dev, fstype = _device(top)
+    if st.st_dev != dev or b"ro" not in top[5].split(b","):
         return False
     kind = st.st_mode & 0o170000
     if kind == 0o100000:
         return st.st_size == 0
-    fstype = top[top.index(b"-") + 1] if b"-" in top else b""
     # an empty tmpfs directory: links for . and .. only, and tmpfs's size of two entries
     return kind == 0o040000 and fstype == b"tmpfs" and st.st_nlink == 2 and st.st_size <= 40
 
@@ -189,9 +188,8 @@ def scratch_problem(path: str, fresh: bool = True, tops: dict[bytes, list[bytes]
     top = (tops if tops is not None else mount_tops()).get(_escaped(path))
     if top is None:
         return "is not a mount point"
-    fstype = top[top.index(b"-") + 1] if b"-" in top else b""
-    major, minor = (int(x) for x in top[2].split(b":"))
-    if fstype != b"tmpfs" or st.st_dev != os.makedev(major, minor):
+    dev, fstype = _device(top)
+    if fstype != b"tmpfs" or st.st_dev != dev:
         return f"is not a tmpfs of its own (the top mount there is {os.fsdecode(fstype) or 'unknown'})"
     if st.st_dev == parent.st_dev:
         return "is on its parent's filesystem"
@@ -201,6 +199,12 @@ def scratch_problem(path: str, fresh: bool = True, tops: dict[bytes, list[bytes]
     except OSError as e:
         return f"cannot be listed ({e.strerror})"
     return None
+
+
+def _device(top: list[bytes]) -> tuple[int, bytes]:
+    """(device number, filesystem type) of a mountinfo line's fields."""
+    major, minor = (int(x) for x in top[2].split(b":"))
+    return os.makedev(major, minor), top[top.index(b"-") + 1] if b"-" in top else b""
 
 
 def mount_tops(path: str = "/proc/self/mountinfo") -> dict[bytes, list[bytes]]:
@@ -225,13 +229,18 @@ def _escaped(path: str) -> bytes:
     return raw
 
 
-def _bwrap_init() -> bool:
-    """This process is the first child of bwrap's init in a pid namespace of its own."""
+def bwrap_pid1() -> bool:
+    """bwrap's init is pid 1 here: this process is in a bwrap sandbox's pid namespace."""
     try:
         with open("/proc/1/comm", "rb") as f:
-            return os.getpid() == 2 and f.read() == b"bwrap\n"
+            return f.read() == b"bwrap\n"
     except OSError:
         return False
+
+
+def _bwrap_init() -> bool:
+    """This process is the first child of bwrap's init in a pid namespace of its own."""
+    return os.getpid() == 2 and bwrap_pid1()
 
 
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND = 1, 2, 4, 8, 32, 4096

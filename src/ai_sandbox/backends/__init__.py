@@ -40,6 +40,14 @@ class Settings:
     cwd: str = ""
 
 
+def descriptor_args(data: bytes) -> list[str] | None:
+    """What a command reads at one of its descriptors, as the arguments it holds (bwrap's --args: each one
+    NUL-terminated); None for binary data (bwrap's seccomp program)."""
+    if data and not data.endswith(b"\0"):
+        return None
+    return os.fsdecode(data).split("\0")[:-1]
+
+
 def _firejail(settings: Settings) -> Backend:
     from ai_sandbox.backends.firejail import Firejail
 

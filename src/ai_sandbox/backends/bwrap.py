@@ -13,16 +13,14 @@ the launch supervises it (supervise.py).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from collections.abc import Mapping
 
 from ai_sandbox import tools
 from ai_sandbox.backends import LaunchPlan, Settings
-from ai_sandbox.backends.firejail import OwnFiles, launch_check, own_files, verifier
-from ai_sandbox.errors import PolicyError, UnavailableError
-from ai_sandbox.paths import cache_dir
+from ai_sandbox.backends.firejail import OwnFiles, checked, holding_tracked, own_files, probe_plan
+from ai_sandbox.errors import UnavailableError
 from ai_sandbox.policy import Policy
 
 # Read-only inside, as firejail makes them: a root agent (no capabilities, but the owner) could otherwise
@@ -141,31 +139,17 @@ class Bwrap:
     def probe(self, env: Mapping[str, str]) -> UnavailableError | None:
         """A real start that hides a temp file and runs the launch check: bwrap is installed on hosts where
         user namespaces are off (Ubuntu 24.04's AppArmor rule, containers), and then fails to start."""
-        import shutil
-        import tempfile
-
         from ai_sandbox import supervise
-        from ai_sandbox.fs import make_dirs, write_files
-        from ai_sandbox.policy import GLOBAL, Mask
 
         err = self.unavailable()
         if err is not None:
             return err
-        base = tempfile.mkdtemp(prefix="ai-sandbox-probe-")
         try:
-            secret = os.path.join(base, "secret")
-            with open(secret, "w"):
-                pass
-            policy = Policy(root=base, in_git=False, masks=[Mask(secret, False, GLOBAL, "probe")])
-            plan = Bwrap(Settings(cwd=base)).plan(policy, [shutil.which("true") or "/bin/true"], env)
-            make_dirs(plan.dirs)
-            write_files(plan.files)
-            status, _, stderr = supervise.captured(plan, base)
+            with probe_plan(Bwrap, env) as (base, plan):
+                status, _, stderr = supervise.captured(plan, base)
             text = stderr.decode("utf-8", "replace")
         except (OSError, TimeoutError) as e:
             return UnavailableError(f"bwrap does not start here: {e}", "run `ai-sandbox doctor`")
-        finally:
-            shutil.rmtree(base, ignore_errors=True)
         if status == 0:
             return None
         last = (text.strip().splitlines() or [f"exit status {status}"])[-1]
@@ -174,16 +158,7 @@ class Bwrap:
         return UnavailableError(f"bwrap does not sandbox here: {last}", "run `ai-sandbox doctor`")
 
     def version(self) -> str | None:
-        import subprocess
-
-        if self.executable is None:
-            return None
-        try:
-            proc = subprocess.run([self.executable, "--version"], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        first = proc.stdout.strip().splitlines()[:1]
-        return first[0] if proc.returncode == 0 and first else None
+        return tools.version(self.executable)
 
     def unexpressible(self, path: str) -> str | None:
         """bwrap names any path exactly; only the kernel's length limit remains."""
@@ -200,10 +175,7 @@ class Bwrap:
         those the agent's identity owns and may write, that hold no hidden tracked file (git must find it
         where it was). bwrap mounts a tmpfs anywhere; at most MAX_SCRATCH of them (its argument limit)."""
         uid = self.agent_uid()
-        holds_tracked = {os.path.dirname(p) for p in policy.tracked}
-        for d in list(holds_tracked):
-            while (d := os.path.dirname(d)) not in holds_tracked and d != "/":
-                holds_tracked.add(d)
+        holds_tracked = holding_tracked(policy)
         out: list[str] = []
         for m in policy.masks:
             if not m.is_dir or m.path in holds_tracked:
@@ -280,18 +252,9 @@ class Bwrap:
         scratch = self.scratch(policy)
         args = self.arguments(own, scratch)
         cwd = os.path.realpath(self.settings.cwd or os.getcwd())
-        check = launch_check(policy, own, cwd, scratch, backend=self.name)
-        check_path = os.path.join(cache_dir(env), f"check-{hashlib.sha256(check).hexdigest()[:24]}")
-        python, script = verifier()
-        for path in (python, script, check_path):
-            if (m := policy.hidden(path)) is not None:
-                raise PolicyError(
-                    f"{path} is hidden by the policy ({m.reason}), and the launch check needs it inside",
-                    "narrow the rule that hides it",
-                )
-        command = [self.executable or "bwrap", "--args", str(ARGS_FD), "--", python, "-I", "-S", script, check_path]
+        check_argv, check_path, check = checked(policy, own, cwd, scratch, env, self.name)
         return LaunchPlan(
-            argv=[*command, *argv],
+            argv=[self.executable or "bwrap", "--args", str(ARGS_FD), "--", *check_argv, *argv],
             env={**verify.carried(dict(env)), verify.IGNORED_ENV: supervise.caller_ignored()},
             files={check_path: check},
             dirs=dict.fromkeys(own.create, 0o700),

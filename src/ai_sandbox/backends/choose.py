@@ -85,6 +85,17 @@ def verdict(backend: Backend, env: Mapping[str, str]) -> UnavailableError | None
     return backend.unavailable() or backend.probe(env)
 
 
+def _saved(err: UnavailableError | None) -> list[str] | None:
+    return None if err is None else [err.message, err.hint]
+
+
+def survey(settings: Settings, env: Mapping[str, str]) -> dict[str, tuple[Backend, UnavailableError | None]]:
+    """Every backend of ORDER asked afresh, with its answer, saved for auto's next launches (doctor)."""
+    found = {name: (b, verdict(b, env)) for name in ORDER for b in [REGISTRY[name](settings)]}
+    save(env, state_key([b for b, _ in found.values()]), {name: _saved(err) for name, (_, err) in found.items()})
+    return found
+
+
 def linux(settings: Settings, env: Mapping[str, str], *, fresh: bool = False) -> Backend:
     """The first backend of ORDER that sandboxes here. fresh: ask each again (doctor)."""
     inside = _inside()
@@ -105,7 +116,7 @@ def linux(settings: Settings, env: Mapping[str, str], *, fresh: bool = False) ->
             err = backend.unavailable()
         else:
             err = verdict(backend, env)
-            found[backend.name] = None if err is None else [err.message, err.hint]
+            found[backend.name] = _saved(err)
         if err is None:
             if found:
                 save(env, key, {**known, **found})

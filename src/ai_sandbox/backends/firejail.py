@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from ai_sandbox import tools
 from ai_sandbox.backends import LaunchPlan, Settings
@@ -25,6 +25,10 @@ from ai_sandbox.fs import below
 from ai_sandbox.paths import cache_dir, config_home, state_dir
 from ai_sandbox.policy import Policy
 from ai_sandbox.records import factory, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ai_sandbox.backends.protocol import Backend
 
 # firejail rejects paths with these; `#` starts a comment in a profile line
 _REJECTED = frozenset(',"\\{};&%<>!^#')
@@ -59,32 +63,19 @@ class Firejail:
         and still not sandbox (inside a container it runs commands without one). Seconds at worst, so
         for doctor, explain and --dry-run; a launch proves itself with its own check."""
         import subprocess
-        import tempfile
 
         from ai_sandbox import verify
-        from ai_sandbox.fs import make_dirs, write_files
-        from ai_sandbox.policy import GLOBAL, Mask
 
         err = self.unavailable()
         if err is not None:
             return err
-        base = tempfile.mkdtemp(prefix="ai-sandbox-probe-")
-        try:
-            secret = os.path.join(base, "secret")
-            with open(secret, "w"):
-                pass
-            policy = Policy(root=base, in_git=False, masks=[Mask(secret, False, GLOBAL, "probe")])
-            plan = Firejail(Settings(cwd=base)).plan(policy, [shutil.which("true") or "/bin/true"], env)
-            make_dirs(plan.dirs)
-            write_files(plan.files)
+        with probe_plan(Firejail, env) as (base, plan):
             try:
                 proc = subprocess.run(
                     plan.argv, env=plan.env, capture_output=True, timeout=60, stdin=subprocess.DEVNULL, cwd=base
                 )
             except (OSError, subprocess.TimeoutExpired) as e:
                 return UnavailableError(f"firejail does not start here: {e}", "run `ai-sandbox doctor`")
-        finally:
-            shutil.rmtree(base, ignore_errors=True)
         if proc.returncode == 0:
             return None
         text = proc.stderr.decode("utf-8", "replace")
@@ -96,16 +87,7 @@ class Firejail:
         return UnavailableError(f"firejail does not start here: {last}", "run `ai-sandbox doctor`")
 
     def version(self) -> str | None:
-        import subprocess
-
-        if self.executable is None:
-            return None
-        try:
-            proc = subprocess.run([self.executable, "--version"], capture_output=True, text=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        first = proc.stdout.strip().splitlines()[:1]
-        return first[0] if proc.returncode == 0 and first else None
+        return tools.version(self.executable)
 
     def unexpressible(self, path: str) -> str | None:
         if len(path) < _MAX_PATH // 4 and not _SUSPECT.search(path):
@@ -148,12 +130,7 @@ class Firejail:
             if home == "/":
                 return []
         out: list[str] = []
-        # git must find a hidden tracked file where it was: in an empty scratch it is missing, which git takes
-        # for a sparse entry, and `git checkout <branch>` would succeed and leave the old file behind (red team)
-        holds_tracked = {os.path.dirname(p) for p in policy.tracked}
-        for d in list(holds_tracked):
-            while (d := os.path.dirname(d)) not in holds_tracked and d != "/":
-                holds_tracked.add(d)
+        holds_tracked = holding_tracked(policy)
         for m in policy.masks:
             if not m.is_dir or len(out) >= MAX_SCRATCH or m.path in holds_tracked:
                 continue
@@ -212,27 +189,8 @@ class Firejail:
         base = cache_dir(env)
         profile_path = os.path.join(base, f"firejail-{digest}.profile")
         cwd = os.path.realpath(self.settings.cwd or os.getcwd())
-        check = launch_check(policy, own, cwd, scratch)
-        check_path = os.path.join(base, f"check-{hashlib.sha256(check).hexdigest()[:24]}")
-        python, script = verifier()
-        for path in (python, script, check_path):
-            if (m := policy.hidden(path)) is not None:
-                raise PolicyError(
-                    f"{path} is hidden by the policy ({m.reason}), and the launch check needs it inside",
-                    "narrow the rule that hides it",
-                )
-        command = [
-            self.executable or "firejail",
-            "--quiet",
-            f"--profile={profile_path}",
-            "--",
-            python,
-            "-I",  # isolated: no PYTHON* variable, no user site, no cwd on sys.path
-            "-S",  # no site: stdlib only, ~2 ms less
-            script,
-            check_path,
-            *argv,
-        ]
+        check_argv, check_path, check = checked(policy, own, cwd, scratch, env)
+        command = [self.executable or "firejail", "--quiet", f"--profile={profile_path}", "--", *check_argv, *argv]
         return LaunchPlan(
             argv=command,
             env=verify.carried(dict(env)),
@@ -240,6 +198,58 @@ class Firejail:
             dirs=dict.fromkeys(own.create, 0o700),
             scratch=scratch,
         )
+
+
+def checked(
+    policy: Policy, own: OwnFiles, cwd: str, scratch: list[str], env: Mapping[str, str], backend: str = "firejail"
+) -> tuple[list[str], str, bytes]:
+    """The sandbox's command before the agent's argv (the launch check), its spec's path and bytes. Refused
+    when the policy hides the interpreter, the script or the spec: the check needs them inside."""
+    check = launch_check(policy, own, cwd, scratch, backend)
+    check_path = os.path.join(cache_dir(env), f"check-{hashlib.sha256(check).hexdigest()[:24]}")
+    python, script = verifier()
+    for path in (python, script, check_path):
+        if (m := policy.hidden(path)) is not None:
+            raise PolicyError(
+                f"{path} is hidden by the policy ({m.reason}), and the launch check needs it inside",
+                "narrow the rule that hides it",
+            )
+    # -I: isolated (no PYTHON* variable, no user site, no cwd on sys.path); -S: no site, stdlib only, ~2 ms less
+    return [python, "-I", "-S", script, check_path], check_path, check
+
+
+def holding_tracked(policy: Policy) -> set[str]:
+    """The directories that hold a hidden tracked file, at any depth: never a scratch directory. git must find
+    the file where it was: in an empty scratch it is missing, which git takes for a sparse entry, and `git
+    checkout <branch>` would succeed and leave the old file behind (red team)."""
+    out = {os.path.dirname(p) for p in policy.tracked}
+    for d in list(out):
+        while (d := os.path.dirname(d)) not in out and d != "/":
+            out.add(d)
+    return out
+
+
+@contextlib.contextmanager
+def probe_plan(make: Callable[[Settings], Backend], env: Mapping[str, str]) -> Iterator[tuple[str, LaunchPlan]]:
+    """(temp dir, plan) of a sandbox that hides one temp file and runs `true`, its files written: what a
+    backend's probe starts. The temp dir is removed afterwards."""
+    import tempfile
+
+    from ai_sandbox.fs import make_dirs, write_files
+    from ai_sandbox.policy import GLOBAL, Mask
+
+    base = tempfile.mkdtemp(prefix="ai-sandbox-probe-")
+    try:
+        secret = os.path.join(base, "secret")
+        with open(secret, "w"):
+            pass
+        policy = Policy(root=base, in_git=False, masks=[Mask(secret, False, GLOBAL, "probe")])
+        plan = make(Settings(cwd=base)).plan(policy, [shutil.which("true") or "/bin/true"], env)
+        make_dirs(plan.dirs)
+        write_files(plan.files)
+        yield base, plan
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def launch_check(

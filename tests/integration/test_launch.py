@@ -261,17 +261,19 @@ def test_the_terminal_stays_a_terminal(ws_self, firejail):
     assert "IS-A-TTY" in proc.stdout
 
 
+def _ready(ws: Workspace, argv: list[str]) -> subprocess.Popen[str]:
+    """`ai-sandbox -- ARGV` started, once the agent has printed READY."""
+    proc = subprocess.Popen(
+        [AIS, *ws.backend_args, "--", *argv], cwd=ws.repo, env=ws.env(), stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "READY\n"
+    return proc
+
+
 @pytest.mark.backends("firejail", "bwrap")
 def test_an_interrupt_reaches_the_agent(ws_self, firejail):
     script = 'trap "echo GOT-SIGNAL; exit 3" INT TERM; echo READY; sleep 30 & wait'
-    proc = subprocess.Popen(
-        [AIS, *ws_self.backend_args, "--", "sh", "-c", script],
-        cwd=ws_self.repo,
-        env=ws_self.env(),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout.readline() == "READY\n"
+    proc = _ready(ws_self, ["sh", "-c", script])
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=20)
     assert "GOT-SIGNAL" in out  # firejail forwards it as SIGTERM, bwrap's supervisor as itself; the handler ran
@@ -340,14 +342,7 @@ def test_ctrl_c_on_the_terminal_reaches_the_agent_once_and_the_sandbox_stays(ws_
 def test_a_signal_sent_to_the_launch_reaches_the_agent(ws_self):
     """`kill PID` of what the shell started (the watcher ending a session does the same): the agent gets it,
     handles it, and its exit status is the launch's."""
-    proc = subprocess.Popen(
-        [AIS, *ws_self.backend_args, "--", sys.executable, "-c", _COUNTER],
-        cwd=ws_self.repo,
-        env=ws_self.env(),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout.readline() == "READY\n"
+    proc = _ready(ws_self, [sys.executable, "-c", _COUNTER])
     proc.send_signal(signal.SIGHUP)
     out, _ = proc.communicate(timeout=20)
     assert out == "GOT SIGHUP\n"

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from ai_sandbox import supervise
 from tests.conftest import AIS, Workspace, require, token
 
 pytestmark = pytest.mark.sandbox
@@ -137,17 +138,6 @@ def _session_in_background(ws: Workspace) -> subprocess.Popen[bytes]:
     return proc
 
 
-def _children(pid: int) -> list[int]:
-    """The processes whose parent is pid (the watcher, forked by the launch, and the sandbox)."""
-    out = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            with contextlib.suppress(OSError), open(f"/proc/{name}/stat", "rb") as f:
-                if int(f.read().rsplit(b")", 1)[1].split()[1]) == pid:
-                    out.append(int(name))
-    return out
-
-
 def _copy(ws: Workspace) -> Path:
     control = ws.base / "control"
     shutil.copytree(ws.repo, control, symlinks=True)
@@ -196,7 +186,7 @@ def test_marks_a_user_set_stay_and_a_crashed_session_is_repaired(ws_self, fireja
     # a session killed with its watcher (a crash, the OOM killer) leaves the mark: the next launch clears it.
     # The watcher has a session of its own (kill(0) from inside must not reach it): killed by its pid.
     proc = _session_in_background(ws)
-    for pid in _children(proc.pid):
+    for pid in supervise.children(proc.pid):  # the watcher, forked by the launch, and the sandbox
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     os.killpg(proc.pid, signal.SIGKILL)

@@ -29,10 +29,15 @@ IGNORED_ABOVE = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)
 SI_KERNEL = 0x80  # si_code of a signal the kernel sent: the terminal's Ctrl-C, Ctrl-\, hang-up
 
 
+def ignored() -> frozenset[int]:
+    """Those of IGNORED_ABOVE the caller ignores (nohup's SIGHUP). Python installs its own SIGINT handler
+    only when SIGINT was not ignored, so getsignal tells for every one of them."""
+    return frozenset(int(s) for s in IGNORED_ABOVE if signal.getsignal(s) == signal.SIG_IGN)
+
+
 def caller_ignored() -> str:
-    """The signals the caller ignores (nohup's SIGHUP), as verify.py reads them. Python installs its own
-    SIGINT handler only when SIGINT was not ignored, so getsignal tells for every one of them."""
-    return ",".join(str(int(s)) for s in IGNORED_ABOVE if signal.getsignal(s) == signal.SIG_IGN)
+    """ignored(), as verify.py reads it."""
+    return ",".join(str(s) for s in sorted(ignored()))
 
 
 def spawn(plan: LaunchPlan, stdio: tuple[int, int, int] | None = None, cwd: str | None = None) -> int:
@@ -92,7 +97,7 @@ def _child(plan: LaunchPlan, memfds: dict[int, int], stdio: tuple[int, int, int]
 def run(plan: LaunchPlan) -> int:
     """Start plan under this process's supervision; its exit status, once it is gone."""
     waited = {*FORWARDED, signal.SIGCHLD}
-    kept = frozenset(int(s) for s in IGNORED_ABOVE if signal.getsignal(s) == signal.SIG_IGN)
+    kept = ignored()
     signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     pid = spawn(plan)
     while True:

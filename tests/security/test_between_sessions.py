@@ -1,0 +1,328 @@
+"""What one session changes cannot un-hide a secret for a later launch, nor leave the repository other than
+the same commands leave it without the sandbox: the third red team's five findings (F1-F5), each as it was
+reproduced, on firejail and bwrap, as root and as an unprivileged user.
+
+Each attack runs INSIDE a first sandboxed session; the next launch then tries to read. It must refuse (exit
+65, one line, nothing run) or reveal nothing. Repository damage is judged against a control repository where
+the same commands ran without any sandbox. Secrets are fresh random strings no script names.
+(tests/security/test_model.py plays random sequences of such sessions.)
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PY, Result, Workspace, chown_tree, token
+
+pytestmark = pytest.mark.sandbox
+BACKENDS = ("firejail", "bwrap")
+
+
+def _show(res: Result) -> Result:
+    print(f"--- rc={res.rc}\n--- stdout\n{res.out}\n--- stderr\n{res.err}")  # shown when a test fails
+    return res
+
+
+def _session(ws: Workspace, script: str, cwd: Path | None = None) -> Result:
+    res = _show(ws.run("--", "sh", "-c", f"{script}; echo @@attacked; true", cwd=cwd))
+    assert res.rc == 0 and "@@attacked" in res.out, res.err
+    return res
+
+
+def _refused(res: Result, *secrets: str) -> str:
+    """The launch refused in one line (exit 65), ran nothing and showed none of the secrets; its line."""
+    assert not [s for s in secrets if s in res.out + res.err], "the next launch revealed what was hidden"
+    assert res.rc == 65, res.err
+    lines = res.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ai-sandbox: error:"), res.err
+    assert "@@read" not in res.out
+    return lines[0]
+
+
+def _repo(ws: Workspace, path: Path) -> None:
+    ws.git("init", "-q", "-b", "main", str(path))
+    ws.git("commit", "-q", "--allow-empty", "-m", "init", cwd=path)
+
+
+# --- F1: a global block in the home, its directory moved aside ----------------------------------------------
+
+MOVES_IN_HOME = {
+    "beside": "mv ~/.aws ~/.aws_old",  # found where it went: the home's own listing
+    "deeper": "mkdir -p ~/x/y && mv ~/.aws ~/x/y/aws",  # nowhere to be found: the session's log names it
+}
+
+
+@pytest.mark.parametrize("move", list(MOVES_IN_HOME))
+def test_a_global_block_whose_directory_a_session_moved_refuses_every_later_launch(ws, firejail, move):
+    """F1: `block = ["~/.aws/credentials"]`; session 1 renames ~/.aws (visible, its parent writable). Old code:
+    every later launch showed the file under its new name: the record kept paths inside the project only,
+    and the search for moved directories walked the project only."""
+    secret = token("AWSSECRET")
+    (ws.home / ".aws").mkdir()
+    (ws.home / ".aws" / "credentials").write_text(secret + "\n")
+    ws.config_file.write_text('block = ["~/.aws/credentials"]\n')
+    other = ws.base / "other"
+    _repo(ws, other)
+    _session(ws, f"cat ~/.aws/credentials; {MOVES_IN_HOME[move]}")
+    moved = {"beside": ".aws_old", "deeper": "x/y/aws"}[move]
+    assert (ws.home / moved / "credentials").read_text() == secret + "\n"  # the move really happened
+    read = f"echo @@read; cat ~/{moved}/credentials; true"
+    line = _refused(_show(ws.run("--", "sh", "-c", read)), secret)
+    assert ".aws/credentials" in line
+    if move == "beside":
+        assert ".aws_old/credentials" in line  # found, and named
+    # a project never launched before gets the same answer: the record of global blocks is the user's
+    _refused(_show(ws.run("--", "sh", "-c", read, cwd=other)), secret)
+    assert ws.run("accept").rc == 0  # the user's word: readable now, as the rules say
+    assert secret in _show(ws.run("--", "sh", "-c", read)).out
+    assert secret in _show(ws.run("--", "sh", "-c", read, cwd=other)).out
+
+
+# --- F4: a file hidden inside a tool directory, the directory then ignored whole ------------------------------
+
+
+def test_what_was_hidden_inside_a_tool_directory_stays_hidden_when_it_is_ignored_whole(ws, firejail):
+    """F4: `.gemini/` (kept readable by the built-in tool allowlist) is tracked, `.gemini/.env` ignored by a
+    `.env` rule. One line in .gitignore and `git rm --cached` made git list `.gemini/` whole: old code exempted
+    everything under a directory an allowlist keeps, so the next launch showed the file."""
+    secret = token("GEMINISECRET")
+    ws.write(".gitignore", ".env\n")
+    ws.write(".gemini/settings.json", "{}\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "gemini")
+    ws.write(".gemini/.env", secret + "\n")
+    _session(ws, 'echo ".gemini/" >> .gitignore && git rm -q -r --cached .gemini')
+    line = _refused(_show(ws.run("--", "sh", "-c", "echo @@read; cat .gemini/.env; true")), secret)
+    assert ".gemini/.env" in line
+
+
+# --- F3: the index marks of hidden tracked files follow renames ---------------------------------------------
+
+RENAMES = {
+    "git-mv-dir": "git mv conf conf2 && git -c user.name=t -c user.email=t@e commit -qm mv",
+    "git-mv-file": "git mv conf/prod.tfvars conf/staging.tfvars && git -c user.name=t -c user.email=t@e commit -qm mv",
+    "rm-cached-reset": "git rm -q --cached conf/prod.tfvars && git reset -q -- conf/prod.tfvars",
+}
+
+
+def _conf_repo(ws: Workspace, path: Path, secret: str) -> None:
+    (path / "conf").mkdir()
+    (path / "conf" / "prod.tfvars").write_text(secret + "\n")
+    (path / "conf" / "a.txt").write_text("a\n")
+    (path / ".ai-sandbox.toml").write_text('block = ["*.tfvars"]\n')
+    ws.git("add", "-A", cwd=path)
+    ws.git("commit", "-qm", "conf", cwd=path)
+
+
+def _copy(ws: Workspace) -> Path:
+    """The control repository: the workspace's, copied before any session."""
+    control = ws.base / "control"
+    shutil.copytree(ws.repo, control, symlinks=True)
+    return control
+
+
+def _control(ws: Workspace, path: Path, script: str) -> None:
+    """The same commands as the session's, without any sandbox (as whoever runs the test: safe.directory)."""
+    env = {**ws.env(), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t"}
+    env.update(GIT_COMMITTER_EMAIL="t@e", GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.directory")
+    env["GIT_CONFIG_VALUE_0"] = "*"
+    subprocess.run(["sh", "-c", script], cwd=path, env=env, check=True)
+
+
+def _index_and_status(ws: Workspace, path: Path) -> tuple[str, str]:
+    return ws.git("ls-files", "-t", cwd=path), ws.git("status", "--porcelain", cwd=path)
+
+
+@pytest.mark.parametrize("how", list(RENAMES))
+def test_index_marks_follow_renames_and_are_all_cleared(ws, firejail, how):
+    """F3: a blocked tracked file carries git's skip-worktree bit for the session. Old code: after `git mv` of
+    its directory git carried the bit to the new path, the watcher cleared only the old one, and the next
+    launch took the bit for the user's own: the user's later edits never showed in `git status` nor reached
+    `git commit -a`. Compared with the same commands run without the sandbox; renaming the hidden file itself
+    fails inside (a mask is a mount point: EBUSY), and then nothing changed."""
+    secret = token("TFSECRET")
+    _conf_repo(ws, ws.repo, secret)
+    before = _state(ws, ws.repo)
+    control = _copy(ws)
+    res = _session(ws, f"{RENAMES[how]} 2>&1; echo @@rc=$?")
+    time.sleep(0.5)  # firejail: the watcher clears the marks once the sandbox is gone
+    if how == "git-mv-file":
+        assert "@@rc=0" not in res.out and "busy" in res.err
+        assert _state(ws, ws.repo) == before
+        return
+    # `git reset` exits 1 inside: without its bit, the entry it made anew sees the mask as a change
+    _control(ws, control, RENAMES[how])
+    assert _index_and_status(ws, ws.repo) == _index_and_status(ws, control)
+    assert ws.git("rev-parse", "HEAD^{tree}") == ws.git("rev-parse", "HEAD^{tree}", cwd=control)
+    assert not [ln for ln in ws.git("ls-files", "-t").splitlines() if ln.startswith("S ")]
+    # the user's own edit then reaches `git commit -a`, as in the control; and the next launch marks anew
+    renamed = "conf2/prod.tfvars" if how == "git-mv-dir" else "conf/prod.tfvars"
+    for repo in (ws.repo, control):
+        with open(repo / renamed, "a") as f:
+            f.write("EDITED\n")
+        ws.git("commit", "-qam", "edit", cwd=repo)
+        assert "EDITED" in ws.git("show", f"HEAD:{renamed}", cwd=repo)
+    res = _show(ws.run("--", "sh", "-c", f"git status --porcelain; echo @@; cat {renamed}; true"))
+    assert res.rc == 0 and res.out.startswith("@@"), res.err  # hidden, marked, and git inside sees no change
+    assert secret not in res.out
+    time.sleep(0.5)
+    assert not [ln for ln in ws.git("ls-files", "-t").splitlines() if ln.startswith("S ")]
+
+
+# --- F5: what git checks out into a hidden directory ----------------------------------------------------------
+
+
+def _branch_repo(ws: Workspace, path: Path, secret: str) -> None:
+    """main ignores secrets/ and holds secrets/key.txt there; branch feat tracks secrets/README.md."""
+    (path / ".gitignore").write_text("secrets/\n")
+    (path / "app.txt").write_text("app\n")
+    ws.git("add", "-A", cwd=path)
+    ws.git("commit", "-qm", "app", cwd=path)
+    ws.git("checkout", "-qb", "feat", cwd=path)
+    (path / "secrets").mkdir()
+    (path / "secrets" / "README.md").write_text("tracked readme\n")
+    ws.git("add", "-f", "secrets/README.md", cwd=path)
+    ws.git("commit", "-qm", "readme", cwd=path)
+    ws.git("checkout", "-q", "main", cwd=path)
+    (path / "secrets").mkdir()
+    (path / "secrets" / "key.txt").write_text(secret + "\n")
+
+
+def _tree(path: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(path)): p.read_text()
+        for p in sorted(path.rglob("*"))
+        if p.is_file() and ".git" not in p.relative_to(path).parts
+    }
+
+
+@pytest.mark.parametrize("cmd", ["git checkout -q feat", "git merge -q --ff-only feat", "git reset -q --hard feat"])
+def test_files_git_writes_into_a_hidden_directory_are_on_the_host_afterwards(ws, firejail, cmd):
+    """F5: on main `secrets/` is ignored and hidden whole; `feat` tracks a file in it. Old code: checking out
+    feat wrote the file into the session's scratch tmpfs, gone at exit, and the repository ended on feat with
+    the file deleted (the next `commit -a` records the deletion). Now either the repository is the control's,
+    the file on the host, or (a read-only mask, which git cannot even look into) the command failed inside
+    and left the repository as it was."""
+    secret = token("F5SECRET")
+    _branch_repo(ws, ws.repo, secret)
+    before = _state(ws, ws.repo)
+    control = _copy(ws)
+    res = _session(ws, f"{cmd} 2>&1; echo @@rc=$?; cat secrets/key.txt")
+    assert secret not in res.out + res.err
+    _control(ws, control, cmd)
+    time.sleep(0.5)  # firejail: the watcher writes them once the sandbox is gone
+    if "@@rc=0" in res.out:
+        assert _state(ws, ws.repo) == _state(ws, control)
+    else:
+        assert _state(ws, ws.repo) == before  # refused cleanly: nothing half-done
+    assert (ws.repo / "secrets" / "key.txt").read_text() == secret + "\n"
+
+
+def test_a_reset_that_writes_into_a_directory_hidden_since_is_as_the_control(ws, firejail, request):
+    """Found by the model (test_model.py): `svc/app.py` taken out of the index and `svc/` ignored whole in one
+    session; the next session's `git reset --hard` writes the file back into the hidden directory. In a scratch
+    directory it is written on the host afterwards. A read-only mask (firejail as a user outside its passwd
+    home; a directory of another owner) makes git stop midway, `.gitignore` already reset but not the index:
+    the documented gap, a strict xfail there."""
+    if ws.backend == "firejail" and ws.unprivileged:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="known gap: git stops midway at a read-only mask"))
+    secret = token("SVCSECRET")
+    ws.write(".gitignore", ".env\n")
+    ws.write("svc/app.py", "print(2)\n")
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "svc")
+    ws.write("svc/.env", secret + "\n")
+    control = _copy(ws)
+    first = "git rm -q --cached svc/app.py && echo svc/ >> .gitignore"
+    _session(ws, first)
+    _control(ws, control, first)
+    res = _session(ws, "git reset -q --hard 2>&1; echo @@rc=$?; cat svc/.env")
+    assert secret not in res.out + res.err
+    _control(ws, control, "git reset -q --hard")
+    time.sleep(0.5)  # firejail: the watcher writes them once the sandbox is gone
+    assert _state(ws, ws.repo) == _state(ws, control)
+
+
+def _state(ws: Workspace, path: Path) -> tuple[object, ...]:
+    """HEAD, the index with its flags, what git status says, and every file of the work tree."""
+    return (ws.git("rev-parse", "HEAD", cwd=path), *_index_and_status(ws, path), _tree(path))
+
+
+# --- F2: a decoy swapped in while the next session starts -----------------------------------------------------
+
+ATTACKER = r"""
+import ctypes, os, struct, sys, time
+state = os.path.join(os.environ["XDG_STATE_HOME"], "ai-sandbox", "hidden")
+a, b = sys.argv[1], sys.argv[2]
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(0)
+assert libc.inotify_add_watch(fd, state.encode(), 0x100 | 0x80) >= 0, state  # IN_CREATE | IN_MOVED_TO
+before = set(os.listdir(state))
+print("@@armed", flush=True)
+while True:
+    data = os.read(fd, 65536)
+    i = 0
+    while i + 16 <= len(data):
+        wd, mask, cookie, ln = struct.unpack_from("iIII", data, i)
+        name = data[i + 16 : i + 16 + ln].rstrip(b"\0").decode()
+        i += 16 + ln
+        if ".moved." in name and name not in before:
+            r = libc.renameat2(-100, a.encode(), -100, b.encode(), 2)  # RENAME_EXCHANGE
+            print("@@swapped", r, flush=True)
+            sys.exit(0)
+"""
+
+
+def test_a_decoy_swapped_in_while_the_next_session_starts_is_never_read(ws, firejail):
+    """F2: session 1 watches the state directory and, the moment session 2 writes its session log, swaps the
+    directory holding the hidden `.env` with a decoy directory holding its own `.env`. Old code: session 2
+    masked the decoy, its launch check passed (it asked only that each mask exists and is a mask) and its agent
+    read the real secret under the decoy's old name (leaked at the first or second try in all four runs).
+    Now the check compares each mask with the device and inode the policy decided on."""
+    state = ws.home / ".local" / "state"
+    # the watcher only warns: the launch check alone must refuse a mask that is not on the file seen
+    ws.config_file.write_text('on_hidden_change = "warn"\n')
+    swapped = 0
+    for attempt in range(3):
+        secret = token("RACESECRET")
+        base = ws.repo / f"t{attempt}"
+        (base / "svc").mkdir(parents=True)
+        (base / "node_modules" / "x").mkdir(parents=True)
+        (base / ".gitignore").write_text(".env\nnode_modules/\n")
+        (base / "svc" / "app.py").write_text("print(1)\n")
+        (base / "svc" / ".env").write_text(secret + "\n")
+        (base / "node_modules" / "x" / ".env").write_text("DECOY\n")
+        ws.git("init", "-q", str(base))
+        ws.git("add", "-A", cwd=base)
+        ws.git("commit", "-qm", "init", cwd=base)
+        (base / "attacker.py").write_text(ATTACKER)
+        if ws.user:
+            chown_tree(ws.base, ws.user)
+        env = ws.env({"XDG_STATE_HOME": str(state)})
+        assert ws.run("--", "true", cwd=base, env=env).rc == 0
+        cmd = [*_argv(ws), "--", PY, "attacker.py", "svc", "node_modules/x"]
+        attacker = subprocess.Popen(cmd, cwd=base, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert attacker.stdout is not None
+        assert b"@@armed" in attacker.stdout.readline()
+        res = _show(ws.run("--", "sh", "-c", "sleep 0.3; cat svc/.env node_modules/x/.env; true", cwd=base, env=env))
+        attacker.wait(timeout=60)
+        said = attacker.stdout.read().decode()
+        print(said)
+        assert secret not in res.out + res.err, f"session 2 read the real secret (attempt {attempt})"
+        swapped += "@@swapped 0" in said
+        if res.rc != 0:  # refused: moved since the last launch (65), or while this one started (69)
+            assert res.rc in (65, 69), res.err
+    assert swapped, "the attacker never swapped: the race was not played"
+
+
+def _argv(ws: Workspace) -> list[str]:
+    from tests.conftest import AIS
+    from tests.stage import setpriv_argv
+
+    cmd = [AIS, *ws.backend_args]
+    return setpriv_argv(ws.user.uid, ws.user.gid, cmd) if ws.user else cmd

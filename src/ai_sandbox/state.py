@@ -39,16 +39,26 @@ from collections.abc import Callable, Iterator, Mapping
 from ai_sandbox import records
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.fs import inside, some, write_atomic
+from ai_sandbox.idents import NONE as _NONE
+from ai_sandbox.idents import Snapshot
+from ai_sandbox.idents import dirname as _dirname
 from ai_sandbox.paths import project_key, state_dir
-from ai_sandbox.patterns import CODE, DEPENDENCY, OUTPUT
-from ai_sandbox.policy import MERGED, UNHIDDEN, Notice, Policy
+from ai_sandbox.patterns import CODE
+from ai_sandbox.policy import GLOBAL, MERGED, UNHIDDEN, Notice, Policy
 
 MAGIC = b"ai-sandbox hidden 2\0"  # then (path, "DEV:INO" of its directory or "-") pairs, NUL-terminated
-_NONE = b"-"
+GLOBAL_RECORD = "global"  # hidden/global: the global blocks outside the project, one record for every project
 
 
 def record_path(env: Mapping[str, str], root: str) -> str:
     return os.path.join(state_dir(env), "hidden", project_key(root))
+
+
+def global_record_path(env: Mapping[str, str]) -> str:
+    """The record of the global blocks outside the project (`~/.aws/credentials`): the user's, not a project's.
+    Every launch judges it, a project never launched before included: a session of one project moving
+    `~/.aws` aside must not make the next launch of any project show `~/.aws_old/credentials` (red team, F1)."""
+    return os.path.join(state_dir(env), "hidden", GLOBAL_RECORD)
 
 
 def moved_log(env: Mapping[str, str], root: str) -> str:
@@ -71,15 +81,64 @@ def _moved_logs(record: str) -> list[tuple[int, str]]:
     return out
 
 
-def _moved_in_sessions(record: str) -> set[str] | None:
-    """The hidden paths sessions saw move; None means "any" (a session's watcher could not narrow it)."""
-    out: set[str] = set()
-    for _, path in _moved_logs(record):
+@records.record
+class _Log:
+    """One session's log of the hidden paths that moved (watch.py)."""
+
+    key: str  # the project's record name
+    paths: set[str] | None  # None: "any" (the session's watcher could not narrow it)
+    alive: bool
+    mtime: int  # ns: an ended session's log is final from then on
+
+
+def _all_logs(env: Mapping[str, str]) -> list[_Log]:
+    """Every session's log, of every project: a session of one project may move what another's record holds
+    (a global block in the home, a directory both projects hide). Read only when a recorded directory moved."""
+    d = os.path.join(state_dir(env), "hidden")
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        key, sep, pid = name.rpartition(".moved.")
+        if not (sep and pid.isdigit()):
+            continue
+        path = os.path.join(d, name)
+        try:
+            mtime = os.stat(path).st_mtime_ns
+        except OSError:
+            continue
         data = _read(path) or b""
-        if data.startswith(b"*\0"):
-            return None
-        out.update(os.fsdecode(p) for p in data.split(b"\0") if p)
+        paths = None if data.startswith(b"*\0") else {os.fsdecode(p) for p in data.split(b"\0") if p}
+        out.append(_Log(key, paths, _alive(int(pid)), mtime))
     return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process: alive
+    return True
+
+
+def _moved_during_a_session(path: str, owner: str, logs: list[_Log], since: int) -> bool:
+    """Whether a session may have moved path away: its log names it (or a directory above it), or says "any"
+    for a project whose record holds it (every session hides the global blocks). Only sessions that could have
+    moved it after the record looked count: running ones, and those that ended after the record was written."""
+    key = project_key(owner) if owner != GLOBAL_RECORD else None
+    for log in logs:
+        if not (log.alive or log.mtime >= since):
+            continue
+        if log.paths is None:
+            if key is None or log.key == key:
+                return True
+        elif _logged(path, log.paths):
+            return True
+    return False
 
 
 def _logged(path: str, seen: set[str]) -> bool:
@@ -152,53 +211,39 @@ def _dir_id(path: str, ids: dict[str, bytes]) -> bytes:
     return got
 
 
-def _dirname(path: str) -> str:
-    return path.rpartition("/")[0] or "/"  # paths here are absolute and normal: posixpath's checks cost 3x
+def _recorded(policy: Policy) -> tuple[list[str], list[str]]:
+    """(the project's, the user's global record's) paths of this launch: the masks the rules asked for, and
+    where a directory is hidden whole only to fit the backend's limit, the paths inside it (or a later launch
+    under the limit would look like an un-hiding). A global block outside the project is the user's."""
+    mine: list[str] = []
+    theirs: list[str] = []
+    for m in [*(m for m in policy.masks if m.how not in MERGED), *policy.capped]:
+        (theirs if m.layer == GLOBAL and not inside(m.path, policy.root) else mine).append(m.path)
+    return mine, theirs
 
 
-def _content(policy: Policy, ids: dict[str, bytes]) -> bytes:
-    """The masks the rules asked for, each with its directory's id. A directory hidden whole only to fit the
-    backend's limit is recorded as the paths inside it, or a later launch under the limit would look like
-    an un-hiding. (One lstat per directory holding masks: a monorepo's 6,000 masks sit in 2,000.)"""
-    paths = [m.path for m in policy.masks if m.how not in MERGED] + [m.path for m in policy.capped]
-    by_dir: dict[str, str] = {}
+def _content(paths: list[str], ids: dict[str, bytes]) -> bytes:
+    """A record of these paths, each with its directory's id (one lstat per directory: the snapshot's)."""
     out = []
     for p in paths:
-        d = _dirname(p)
-        sid = by_dir.get(d)
-        if sid is None:
-            sid = by_dir[d] = _dir_id(d, ids).decode()
         out.append(p)
-        out.append(sid)
+        out.append(_dir_id(_dirname(p), ids).decode())
     return MAGIC + os.fsencode("\0".join(out)) + b"\0" if out else MAGIC
 
 
-def _kept_by_code(policy: Policy) -> dict[str, bool]:
-    """The paths the profile or the built-in allowlists keep readable (path -> whether what the last launch hid
-    inside it is exempt too). A dependency directory or build output is kept by its name wherever git lists
-    it collapsed, and a session decides that (`git rm` the one tracked file of `out/` and git lists `out/`
-    whole): only the directory itself is exempt, never a path recorded inside it (a red team read
-    `out/token.txt` that way)."""
-    return {k.path: k.is_dir and k.origin not in (DEPENDENCY, OUTPUT) for k in policy.kept if k.origin in CODE}
-
-
-def _under(path: str, kept: dict[str, bool]) -> bool:
-    if path in kept:
-        return True
-    p = os.path.dirname(path)
-    while True:
-        if kept.get(p):
-            return True
-        parent = os.path.dirname(p)
-        if parent == p:
-            return False
-        p = parent
+def _kept_by_code(policy: Policy) -> set[str]:
+    """The paths the profile or the built-in allowlists keep readable, each exempt itself: a path the last launch
+    hid is never exempt because a directory above it is kept now. Which directory git lists whole is for a
+    session to decide (`.gemini/` added to .gitignore and `git rm --cached`, or the one tracked file of `out/`
+    removed, and git lists the directory whole where it listed `.gemini/.env` or `out/token.txt` before: red
+    teams read both that way); that an agent's own directory is kept is not."""
+    return {k.path for k in policy.kept if k.origin in CODE}
 
 
 def unhidden(policy: Policy, previous: list[str]) -> list[str]:
     """Paths the last launch hid that still exist and this policy would leave readable."""
     kept = _kept_by_code(policy)
-    return [p for p in previous if policy.hidden(p) is None and not _under(p, kept) and os.path.lexists(p)]
+    return [p for p in previous if policy.hidden(p) is None and p not in kept and os.path.lexists(p)]
 
 
 # --- the index: which roots have records, and which root each launch directory used -----------------------
@@ -255,41 +300,49 @@ def _related(
 
 
 def _judge(
-    policy: Policy, sources: list[tuple[str, bytes | None]], ids: dict[str, bytes], env: Mapping[str, str]
+    policy: Policy, sources: list[tuple[str, bytes | None, int]], ids: dict[str, bytes], env: Mapping[str, str]
 ) -> list[tuple[str, str]]:
-    """(what would be readable, why) for every recorded path of these (root, record) pairs."""
+    """(what would be readable, why) for every recorded path of these (owner, record, when it was written)
+    triples; the owner is a root, or GLOBAL_RECORD."""
     kept = _kept_by_code(policy)
     lost: list[tuple[str, str]] = []
-    wanted: dict[bytes, list[str]] = {}  # directory id -> recorded paths in it, where that directory moved
-    for owner, data in sources:
-        why = (
-            "a rule changed (.gitignore, .ai-sandbox.toml or your config.toml)"
-            if owner == policy.root
-            else f"the project root changed (it was {owner}: a new or removed git repository?)"
-        )
+    wanted: dict[bytes, list[tuple[str, str]]] = {}  # directory id -> (recorded path, owner), where it moved
+    since = {owner: when for owner, _, when in sources}
+    for owner, data, _ in sources:
+        if owner == policy.root:
+            why = "a rule changed (.gitignore, .ai-sandbox.toml or your config.toml)"
+        elif owner == GLOBAL_RECORD:
+            why = "a rule changed (your config.toml)"
+        else:
+            why = f"the project root changed (it was {owner}: a new or removed git repository?)"
         for p, pid in _entries(data):
             if pid and pid != _NONE and _dir_id(_dirname(p), ids) != pid:
-                wanted.setdefault(pid, []).append(p)
-            if policy.hidden(p) is None and not _under(p, kept) and os.path.lexists(p):
+                wanted.setdefault(pid, []).append((p, owner))
+            if policy.hidden(p) is None and p not in kept and os.path.lexists(p):
                 lost.append((p, why))
     if wanted:
         found, nowhere = _moved(policy, wanted)
         lost += found
-        if nowhere:  # deleted, or moved out of the project: each session's watcher saw what moved
-            why = "a directory above it was moved away during a session, out of the project"
-            for owner, _ in sources:
-                seen = _moved_in_sessions(record_path(env, owner))
-                lost += [(p, why) for p in nowhere if inside(p, owner) and (seen is None or _logged(p, seen))]
+        if nowhere:  # deleted, or moved where no search looks: each session's watcher noted what moved
+            logs = _all_logs(env)
+            why = "a directory above it was moved away during a session (where to is not known)"
+            lost += [(p, why) for p, owner in nowhere if _moved_during_a_session(p, owner, logs, since[owner])]
     return lost
 
 
-def _moved(policy: Policy, wanted: dict[bytes, list[str]]) -> tuple[list[tuple[str, str]], list[str]]:
-    """Recorded paths whose directory now stands elsewhere in the project, readable there; and the
-    recorded paths whose directory is nowhere in the project. A walk of what the sandbox shows: hidden
-    directories are skipped (what moved into one is hidden still), links are not followed, and the walk
-    stops once every directory is found. Inode numbers come from the directory listing (no stat per
-    entry); a match is confirmed by its device."""
-    by_ino: dict[int, list[tuple[int, list[str]]]] = {}
+_Wanted = list[tuple[int, list[tuple[str, str]]]]  # (device, [(recorded path, owner)]) per inode number
+
+
+def _moved(
+    policy: Policy, wanted: dict[bytes, list[tuple[str, str]]]
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """Recorded paths whose directory now stands elsewhere, readable there; and the (path, owner) of those whose
+    directory was found nowhere. Searched: the project, a walk of what the sandbox shows (hidden directories are
+    skipped: what moved into one is hidden still; links are not followed; it stops once every directory is
+    found); then, for a path outside the project, the directory its own directory was in (`mv ~/.aws
+    ~/.aws_old`). Inode numbers come from the directory listings (no stat per entry); a match is confirmed by
+    its device."""
+    by_ino: dict[int, _Wanted] = {}
     for pid, paths in wanted.items():
         dev, _, ino = pid.partition(b":")
         by_ino.setdefault(int(ino), []).append((int(dev), paths))
@@ -297,37 +350,55 @@ def _moved(policy: Policy, wanted: dict[bytes, list[str]]) -> tuple[list[tuple[s
     lost: list[tuple[str, str]] = []
     stack = [policy.root]
     while stack and by_ino:
-        try:
-            it = os.scandir(stack.pop())
-        except OSError:
-            continue
-        with it:
-            for e in it:
-                try:
-                    if not e.is_dir(follow_symlinks=False) or e.path in masked:
-                        continue
-                    hit = by_ino.get(e.inode())
-                    if hit is not None:
-                        lost += _found(policy, e.path, os.lstat(e.path).st_dev, hit, by_ino, e.inode())
-                except OSError:
+        for e in _listing(stack.pop()):
+            try:
+                if not e.is_dir(follow_symlinks=False) or e.path in masked:
                     continue
-                stack.append(e.path)
+                hit = by_ino.get(e.inode())
+                if hit is not None:
+                    lost += _found(policy, e.path, os.lstat(e.path).st_dev, hit, by_ino, e.inode())
+            except OSError:
+                continue
+            stack.append(e.path)
+    beside = {
+        _dirname(_dirname(p))
+        for hits in by_ino.values()
+        for _, paths in hits
+        for p, _ in paths
+        if not inside(p, policy.root)
+    }
+    for d in sorted(beside):
+        for e in _listing(d) if by_ino and not policy.hidden(d) else []:
+            try:
+                hit = by_ino.get(e.inode()) if e.is_dir(follow_symlinks=False) else None
+                if hit is not None:
+                    lost += _found(policy, e.path, os.lstat(e.path).st_dev, hit, by_ino, e.inode())
+            except OSError:
+                continue
     return lost, [p for hits in by_ino.values() for _, paths in hits for p in paths]
+
+
+def _listing(d: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(d) as it:
+            return list(it)
+    except OSError:
+        return []
 
 
 def _found(
     policy: Policy,
     here: str,
     dev: int,
-    hit: list[tuple[int, list[str]]],
-    by_ino: dict[int, list[tuple[int, list[str]]]],
+    hit: _Wanted,
+    by_ino: dict[int, _Wanted],
     ino: int,
 ) -> list[tuple[str, str]]:
     out = []
     for want_dev, paths in hit:
         if want_dev != dev:
             continue
-        for old in paths:
+        for old, _ in paths:
             new = os.path.join(here, os.path.basename(old))
             if os.path.lexists(new) and policy.hidden(new) is None:
                 out.append((f"{old} (now {new})", "a directory above it was moved"))
@@ -341,36 +412,58 @@ def _found(
 @records.record
 class Record:
     path: str
-    content: bytes  # this launch's masks, as the record holds them
+    content: bytes  # this launch's masks in the project, as the record holds them
     unchanged: bool  # the record already says exactly that
     index: str = ""  # the index file, when it must learn this root or launch directory
     root: str = ""
     root_id: bytes = b""
     cwd: str = ""
     settled: list[str] = records.factory(list)  # logs of ended sessions seen by the check: dropped once it passed
+    global_path: str = ""
+    global_content: bytes = b""  # this launch's global blocks outside the project
+    global_unchanged: bool = True
 
 
-def _examine(policy: Policy, env: Mapping[str, str], cwd: str) -> tuple[Record, list[tuple[str, str]]]:
+def _examine(
+    policy: Policy, env: Mapping[str, str], cwd: str, seen: Snapshot | None = None
+) -> tuple[Record, list[tuple[str, str]]]:
+    """seen: the launch's one look at the masks (idents.py); without one (explain), a look of its own."""
     root = policy.root
     cwd = os.path.realpath(cwd or os.getcwd())
-    path, index = record_path(env, root), _index_path(env)
-    ids: dict[str, bytes] = {}
-    before, now = _read(path), _content(policy, ids)
+    path, index, gpath = record_path(env, root), _index_path(env), global_record_path(env)
+    ids: dict[str, bytes] = dict(seen.dirs) if seen is not None else {}
+    mine, users = _recorded(policy)
+    before, now = _read(path), _content(mine, ids)
+    gbefore, gnow = _read(gpath), _content(users, ids)
     roots, cwds = _load_index(index)
     root_id = _dir_id(root, ids)
     others = _related(roots, cwds, root, root_id, cwd, before is None)
     stale = roots.get(root) != root_id or _last_root(cwds, cwd) != root
-    rec = Record(path, now, before == now, index if stale else "", root, root_id, cwd, _settled_logs(path))
-    if before == now and not others:  # the usual launch: the same masks as last time, nothing moved
+    rec = Record(
+        path, now, before == now, index if stale else "", root, root_id, cwd, _settled_logs(path),
+        gpath, gnow, gbefore == gnow,
+    )  # fmt: skip
+    sources = [(r, _read(record_path(env, r)), _mtime(record_path(env, r))) for r in others]
+    if before != now:
+        sources.insert(0, (root, before, _mtime(path)))
+    if gbefore != gnow:  # the user's global blocks outside the project: the same for every project
+        sources.append((GLOBAL_RECORD, gbefore, _mtime(gpath)))
+    if not sources:  # the usual launch: the same masks as last time, nothing moved
         return rec, []
-    sources = [(root, before)] + [(r, _read(record_path(env, r))) for r in others]
     return rec, _judge(policy, sources, ids, env)
 
 
-def check(policy: Policy, env: Mapping[str, str], cwd: str = "") -> Record:
+def _mtime(path: str) -> int:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return 0
+
+
+def check(policy: Policy, env: Mapping[str, str], cwd: str = "", seen: Snapshot | None = None) -> Record:
     """Refuse if this launch would reveal what an earlier one hid; returns what `record` writes. cwd: where
-    the launch runs (default: here)."""
-    rec, lost = _examine(policy, env, cwd)
+    the launch runs (default: here); seen: the launch's one look at its masks, which the record keeps."""
+    rec, lost = _examine(policy, env, cwd, seen)
     if lost:
         shown = some(p for p, _ in lost)
         why = "; ".join(dict.fromkeys(w for _, w in lost))
@@ -430,6 +523,8 @@ def record(rec: Record) -> None:
     What the watcher noted as moved away is settled once a launch passed the check."""
     if not rec.unchanged:
         write_atomic(rec.path, rec.content)
+    if not rec.global_unchanged:
+        write_atomic(rec.global_path, rec.global_content)
     for log in rec.settled:  # only those the check saw: a session ending since then is judged next time
         _drop(log)
     if rec.index:
@@ -443,16 +538,18 @@ def record(rec: Record) -> None:
 
 
 def forget(env: Mapping[str, str], root: str, cwd: str = "") -> int:
-    """`ai-sandbox accept`: the project's record starts anew (empty: the next launch records what it hides),
-    and other roots' records stop applying here: this root is known, and launches from cwd belong to it.
-    Returns how many records applied (0 when nothing was recorded)."""
+    """`ai-sandbox accept`: the project's record and the record of the global blocks start anew (empty: the next
+    launch records what it hides), and other roots' records stop applying here: this root is known, and
+    launches from cwd belong to it. Returns how many records applied (0 when nothing was recorded)."""
     cwd = os.path.realpath(cwd or os.getcwd())
-    path, index = record_path(env, root), _index_path(env)
+    path, index, gpath = record_path(env, root), _index_path(env), global_record_path(env)
     ids: dict[str, bytes] = {}
     roots, cwds = _load_index(index)
-    before = _read(path)
+    before, gbefore = _read(path), _read(gpath)
     n = (before is not None) + len(_related(roots, cwds, root, _dir_id(root, ids), cwd, before is None))
+    n += gbefore not in (None, MAGIC)
     write_atomic(path, MAGIC)
+    write_atomic(gpath, MAGIC)
     for log in _settled_logs(path):
         _drop(log)
 

@@ -13,7 +13,7 @@ import pytest
 from ai_sandbox import state
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, PROFILE, PROJECT, USER, Origin, Pattern, Source
-from ai_sandbox.policy import IGNORED, UNHIDDEN, How, Kept, Mask, Policy
+from ai_sandbox.policy import GLOBAL, IGNORED, UNHIDDEN, How, Kept, Mask, Policy
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_the_record_holds_each_hidden_path_with_its_directory_id(root, env):
     with open(rec.path, "rb") as f:
         assert f.read() == rec.content
     assert state.load(rec.path) == [f"{root}/.env", f"{root}/config/master.key", f"{root}/gone/x"]
-    assert state._content(_policy(root), {}) == state.MAGIC  # nothing hidden: the header alone
+    assert state._content([], {}) == state.MAGIC  # nothing hidden: the header alone
 
 
 def test_names_with_newlines_and_non_utf8_bytes_round_trip(tmp_path, env):
@@ -226,6 +226,7 @@ def _moved_out(root: str, env, tmp_path) -> Policy:
 
 def _log(env, root: str, pid: int, data: bytes) -> str:
     path = f"{state.moved_log(env, root)}.{pid}"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "wb") as f:
         f.write(data)
     return path
@@ -240,7 +241,7 @@ def test_a_path_moved_out_of_the_project_refuses_only_when_a_session_logged_it(r
     with pytest.raises(PolicyError) as e:
         state.check(policy, env, root)
     assert f"{root}/secrets/a, {root}/secrets/b was hidden" in e.value.message
-    assert "moved away during a session, out of the project" in e.value.message
+    assert "moved away during a session" in e.value.message
     os.remove(above)
     _log(env, root, _dead_pid(), f"{root}/secrets/b\0".encode())
     assert state.findings(policy, env, root) == [f"{root}/secrets/b"]
@@ -251,7 +252,7 @@ def test_a_log_of_star_means_any_path_may_have_moved(root, env, tmp_path):
     policy = _moved_out(root, env, tmp_path)
     _log(env, root, _dead_pid(), b"*\0")
     assert state.findings(policy, env, root) == [f"{root}/secrets/a", f"{root}/secrets/b"]
-    assert state._moved_in_sessions(state.record_path(env, root)) is None
+    assert [log.paths for log in state._all_logs(env)] == [None]
 
 
 def test_only_the_logs_of_ended_sessions_are_settled_by_a_launch(root, env, tmp_path):
@@ -265,7 +266,7 @@ def test_only_the_logs_of_ended_sessions_are_settled_by_a_launch(root, env, tmp_
     assert rec.settled == [ended]
     state.record(rec)
     assert not os.path.exists(ended) and os.path.exists(running) and os.path.exists(stray)
-    assert state._moved_in_sessions(rec.path) == {f"{root}/src"}  # a stray name is no session's log
+    assert [log.paths for log in state._all_logs(env)] == [{f"{root}/src"}]  # a stray name is no session's log
     state.forget(env, root, root)
     assert os.path.exists(running)
 
@@ -339,10 +340,97 @@ def test_a_path_kept_readable_is_exempt_only_when_code_keeps_it(root, env, origi
     assert found == ([] if exempt else [f"{root}/.env", f"{root}/secrets"])
 
 
-@pytest.mark.parametrize("origin", [DEPENDENCY, OUTPUT])
-def test_a_kept_dependency_or_output_directory_exempts_itself_not_what_was_hidden_inside(root, env, origin):
+@pytest.mark.parametrize("origin", [DEPENDENCY, OUTPUT, BUILT_IN, PROFILE])
+def test_a_kept_directory_exempts_itself_not_what_was_hidden_inside(root, env, origin):
+    """Whichever allowlist of ai-sandbox's keeps a directory: git lists it whole only because a session made it
+    so (F4: `.gemini/` ignored and `git rm --cached`; `out/`'s one tracked file removed)."""
     _launch(_policy(root, "secrets/", "config/master.key"), env)
     kept = (_kept(f"{root}/secrets", True, origin), _kept(f"{root}/config", True, origin))
     assert state.findings(_policy(root, kept=kept), env, root) == [f"{root}/config/master.key"]
-    profile = (_kept(f"{root}/config", True, PROFILE),)
-    assert state.findings(_policy(root, "secrets/", kept=profile), env, root) == []
+
+
+# --- the global blocks outside the project: one record for the user ------------------------------------------------
+
+
+def _aws(tmp_path) -> tuple[str, str]:
+    """~/.aws/credentials, blocked by the user's config; and a second project."""
+    home = tmp_path / "home"
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "credentials").write_text("k")
+    other = tmp_path / "other"
+    other.mkdir()
+    return str(home / ".aws" / "credentials"), str(other)
+
+
+def _with_global(root: str, path: str, *rels: str) -> Policy:
+    policy = _policy(root, *rels)
+    policy.masks.append(Mask(path, False, GLOBAL, "block (config.toml:1)"))
+    return policy
+
+
+def test_a_global_block_outside_the_project_is_the_users_record_not_the_projects(root, env, tmp_path):
+    creds, other = _aws(tmp_path)
+    rec = _launch(_with_global(root, creds, ".env"), env)
+    assert state.load(rec.path) == [f"{root}/.env"]
+    assert state.load(state.global_record_path(env)) == [creds]
+    # inside the project, a global block is the project's: another project does not hide it
+    inner = _with_global(root, f"{root}/config/master.key", ".env")
+    assert state._recorded(inner) == ([f"{root}/.env", f"{root}/config/master.key"], [])
+
+
+def test_a_global_block_moved_beside_itself_refuses_in_every_project(root, env, tmp_path):
+    """F1: a session renames ~/.aws (visible, its parent writable): found by its inode in the home's listing,
+    also by a project that never launched."""
+    creds, other = _aws(tmp_path)
+    _launch(_with_global(root, creds), env)
+    home = os.path.dirname(os.path.dirname(creds))
+    os.rename(os.path.dirname(creds), f"{home}/.aws_old")
+    for project in (root, other):
+        with pytest.raises(PolicyError) as e:
+            state.check(_policy(project), env, project)
+        assert f"{creds} (now {home}/.aws_old/credentials)" in e.value.message
+
+
+def test_a_global_block_moved_far_refuses_when_any_projects_session_logged_it(root, env, tmp_path):
+    creds, other = _aws(tmp_path)
+    _launch(_with_global(root, creds), env)
+    os.makedirs(tmp_path / "far")
+    os.rename(os.path.dirname(creds), tmp_path / "far" / "aws")
+    assert state.findings(_policy(other), env, other) == []  # moved outside any session: the user's own move
+    _log(env, other, _dead_pid(), f"{os.path.dirname(creds)}\0".encode())  # a session of the other project
+    for project in (root, other):
+        assert state.findings(_policy(project), env, project) == [creds]
+
+
+def test_a_log_that_says_any_counts_for_its_own_projects_paths_and_for_the_global_ones(root, env, tmp_path):
+    creds, other = _aws(tmp_path)
+    _launch(_with_global(root, creds, "secrets/a"), env)
+    os.rename(f"{root}/secrets", tmp_path / "stash")
+    os.rename(os.path.dirname(creds), tmp_path / "aws")
+    _log(env, other, _dead_pid(), b"*\0")  # another project's session could not narrow its log
+    assert state.findings(_policy(root), env, root) == [creds]  # it hid ~/.aws too; not this project's secrets/
+    _log(env, root, _dead_pid(), b"*\0")
+    assert sorted(state.findings(_policy(root), env, root)) == sorted([creds, f"{root}/secrets/a"])
+
+
+def test_a_session_that_ended_before_the_record_was_written_moved_nothing_it_holds(root, env, tmp_path):
+    """A log is final once its session ended: a record written after that already saw the world as the session
+    left it. (Logs of other projects stay until those launch again; an old one must not refuse forever.)"""
+    creds, other = _aws(tmp_path)
+    old = _log(env, other, _dead_pid(), f"{os.path.dirname(creds)}\0".encode())
+    os.utime(old, ns=(1, 1))
+    _launch(_with_global(root, creds), env)
+    os.rename(os.path.dirname(creds), tmp_path / "aws")
+    assert state.findings(_policy(root), env, root) == []
+    os.utime(old)  # the same log, from a session that ended after the record was written
+    assert state.findings(_policy(root), env, root) == [creds]
+
+
+def test_accept_starts_the_global_record_anew_too(root, env, tmp_path):
+    creds, other = _aws(tmp_path)
+    _launch(_with_global(root, creds), env)
+    os.rename(os.path.dirname(creds), tmp_path / "home" / "aws2")
+    assert state.findings(_policy(other), env, other)
+    assert state.forget(env, other, other) == 1  # the global record applied; the project had none
+    assert state.findings(_policy(other), env, other) == []
+    assert state.load(state.global_record_path(env)) == []

@@ -91,14 +91,37 @@ class Scan:
 
     def is_tracked(self, rel: str) -> bool:
         """Is rel in the index? Searched in git's bytes: no decoding of the other 50,000 entries."""
+        return self._meta(rel) is not None
+
+    def _meta(self, rel: str) -> bytes | None:
+        """The index record's fields before the path (`S 100644 <blob> 0`), found in git's bytes."""
         raw = b"\t" + os.fsencode(rel) + b"\0"
         i = self._index.find(raw)
         while i != -1:
             start = self._index.rfind(b"\0", 0, i) + 1
             if self._index.find(b"\t", start) == i:  # the record's own tab, not one inside another name
-                return True
+                return self._index[start:i]
             i = self._index.find(raw, i + 1)
-        return False
+        return None
+
+    def blob_of(self, rel: str) -> str:
+        """The object id the index holds for rel ("" when it is not there)."""
+        meta = self._meta(rel)
+        fields = meta.split(b" ") if meta else []
+        return fields[2].decode() if len(fields) == 4 else ""
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        """Each skip-worktree entry -> its object id: a bit git carries to the entry's new path on `git mv`."""
+        if b"\0S " not in b"\0" + self._index:
+            return {}
+        out = {}
+        for rec in self._index.split(b"\0"):
+            if rec.startswith(b"S "):
+                meta, _, raw = rec.partition(b"\t")
+                fields = meta.split(b" ")
+                out[os.fsdecode(raw)] = fields[2].decode() if len(fields) == 4 else ""
+        return out
 
     @property
     def blobs(self) -> dict[str, str]:
@@ -451,6 +474,51 @@ def nested_repo(root: str, rel: str) -> Repo | None:
     return repo
 
 
+def other_checkouts(repo: Repo) -> list[Repo]:
+    """The repository's other work trees (`git worktree list` names them all): the main one when repo is a linked
+    worktree, and every linked one but repo. Read from the common git directory, as git does: each
+    `worktrees/<id>/gitdir` names a checkout's `.git` file, which must name that directory back (one a user
+    deleted, or that another repository claims, is skipped: git itself calls it prunable)."""
+    common = os.path.realpath(repo.common_dir)
+    here = os.path.realpath(repo.root)
+    found = []
+    if os.path.basename(common) == ".git":  # a bare repository has no main work tree
+        main = os.path.dirname(common)
+        if main != here and _git_dir_of(main) == common:
+            found.append(main)
+    base = os.path.join(common, "worktrees")
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        names = []
+    for name in names:
+        try:
+            with open(os.path.join(base, name, "gitdir"), "rb") as f:
+                dotgit = os.fsdecode(f.read().rstrip(b"\n"))
+        except OSError:
+            continue
+        root = os.path.realpath(os.path.dirname(dotgit))
+        if root != here and _git_dir_of(root) == os.path.join(base, name):
+            found.append(root)
+    return [Repo(root=r, common_dir=common) for r in dict.fromkeys(found)]
+
+
+def _git_dir_of(root: str) -> str:
+    """The git directory root/.git is or names (`gitdir: …` in a linked worktree's file), as a real path."""
+    dotgit = os.path.join(root, ".git")
+    if os.path.isdir(dotgit) and not os.path.islink(dotgit):
+        return os.path.realpath(dotgit)
+    try:
+        with open(dotgit, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return ""
+    if not head.startswith(b"gitdir: "):
+        return ""
+    target = os.fsdecode(head[len(b"gitdir: ") :].rstrip(b"\n"))
+    return os.path.realpath(os.path.join(root, target))
+
+
 def untracked_below(repo: Repo, rels: list[str]) -> list[str]:
     """Every untracked, not ignored file inside these untracked directories (git collapses each to one
     entry), and each repository cloned in them as `path/`. Pathspecs are literal: a directory named `*`
@@ -522,6 +590,42 @@ def ignores(root: str, rel: str) -> bool:
         return _run(["check-ignore", "-q", "--", rel], root).returncode != 1
     except UnavailableError:
         return True
+
+
+def index_entries(root: str, dirs: list[str]) -> list[tuple[str, str, str, str]]:
+    """(mode, object id, stage, path) of every index entry in these directories (relative, literal)."""
+    args = ["ls-files", "-z", "--stage", "--", *(d + "/" for d in dirs)]
+    proc = _run(args, root, env={**os.environ, "GIT_LITERAL_PATHSPECS": "1"})
+    if proc.returncode != 0:
+        raise _git_error(args, root, proc.stderr)
+    out = []
+    for rec in _split_z(proc.stdout):
+        meta, _, path = rec.partition("\t")
+        fields = meta.split(" ")
+        if len(fields) == 3:
+            out.append((fields[0], fields[1], fields[2], path))
+    return out
+
+
+def blobs(root: str, oids: list[str]) -> dict[str, bytes]:
+    """The content of these objects, as stored (no filter runs); one `cat-file --batch`, no lazy fetch."""
+    wanted = list(dict.fromkeys(oids))
+    env = {**os.environ, "GIT_NO_LAZY_FETCH": "1"}
+    proc = _run(["cat-file", "--batch"], root, "".join(o + "\n" for o in wanted).encode(), env=env)
+    out: dict[str, bytes] = {}
+    data, i = proc.stdout, 0
+    for oid in wanted:
+        end = data.find(b"\n", i)
+        if end == -1:
+            break
+        head = data[i:end].split(b" ")
+        i = end + 1
+        if len(head) != 3 or head[1] != b"blob":
+            continue  # missing, or not a blob
+        size = int(head[2])
+        out[oid] = data[i : i + size]
+        i += size + 1
+    return out
 
 
 def indexed_blob(root: str, rel: str) -> bytes | None:

@@ -11,12 +11,12 @@ import signal
 import sys
 from collections.abc import Callable, Mapping
 
-from ai_sandbox import config, fs, git, history, layers, nested, paths, profiles, skipworktree, state
+from ai_sandbox import config, fs, git, history, idents, layers, nested, paths, profiles, skipworktree, state
 from ai_sandbox.backends import LaunchPlan, Settings, select
 from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
 from ai_sandbox.layers.outputs import OutputListings
 from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, Pattern, PatternSet, Source
-from ai_sandbox.policy import CONFIG, HISTORY, LOUD, NOT_GIT, Notice, Policy, build, check_reachable
+from ai_sandbox.policy import CONFIG, HISTORY, LOUD, NOT_GIT, Notice, Policy, build, check_reachable, merge
 from ai_sandbox.records import factory, record
 
 TYPE_CHECKING = False
@@ -46,7 +46,9 @@ class Prepared:
     profile: profiles.Profile
     command: list[str]  # the agent's argv, executable resolved: what the backend wraps
     trees: list[layers.Tree] = factory(list)  # what git listed
+    siblings: list[layers.Tree] = factory(list)  # what git listed in the repository's other worktrees
     marks: skipworktree.Marks = factory(skipworktree.Marks)  # the hidden tracked files, per work tree
+    seen: idents.Snapshot = factory(idents.Snapshot)  # the one look at what each mask is on (idents.py)
     on_hidden_change: str = "end"
     env: Mapping[str, str] = factory(dict)  # the caller's, as the agent gets it
     # what only people read (prepare(detail=True)): history, hard links, what an earlier launch hid
@@ -152,27 +154,27 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
         root = repo.root
         project_cfg = config.load_project(root)
         config.check_project_allow(project_cfg, user_cfg, root)
-    collected = layers.collect(
-        root, repo, user_cfg, project_cfg, detail=detail, memo=paths.project_cache(env, root, "listings")
-    )
-    outputs = OutputListings(paths.project_cache(env, root, "outputs"), profiles.secret_name)
     marks = skipworktree.Marks()
-    policy = build(
-        root,
-        collected.entries,
-        allowlist(user_cfg, profile, project_cfg),
-        in_git=repo is not None,
-        home=os.path.realpath(os.path.expanduser("~")),
-        cwd=cwd,
-        notices=notices + [Notice(CONFIG, w) for w in project_cfg.warnings],
-        config_files=([user_cfg.path] if user_cfg.exists else []) + project_cfg.files,
-        express=backend.unexpressible,
-        limit=user_cfg.max_masks or backend.max_masks,
-        secret=profiles.secret_name,
-        scandir=outputs.scandir,
-        tracked=lambda p: marks.collect(p, collected.trees),
-    )
-    outputs.save()
+    home = os.path.realpath(os.path.expanduser("~"))
+    limit = user_cfg.max_masks or backend.max_masks
+    config_files = ([user_cfg.path] if user_cfg.exists else []) + project_cfg.files
+    notices += [Notice(CONFIG, w) for w in project_cfg.warnings]
+    one = _Checkout(user_cfg, profile, backend, env, marks, home, limit, detail)
+    policy, collected = one.policy(root, repo, project_cfg, cwd=cwd, notices=notices, config_files=config_files)
+    others = []
+    for sibling in git.other_checkouts(repo) if repo is not None else []:
+        sibling_cfg = config.load_project(sibling.root)
+        config.check_project_allow(sibling_cfg, user_cfg, sibling.root)
+        others.append(one.policy(sibling.root, sibling, sibling_cfg, config_files=sibling_cfg.files))
+    if others:
+        merge(policy, [p for p, _ in others], home=home, limit=limit)
+        for p, c in others:
+            for t in c.trees:  # absolute from here on: os.path.join(this root, prefix) is the other checkout
+                t.prefix = os.path.join(p.root, t.prefix)
+    # one look at what the masks are on, before anything is written: the record, the launch check and the
+    # watcher compare with it (idents.py)
+    seen = idents.take(policy)
+    one.save()
     findings: list[Notice] = []
     found: list[history.Finding] | None = None
     if detail:
@@ -186,11 +188,67 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
         else:
             found = []
         findings += state.unhidden_notices(policy, env, cwd)
-    plan = backend.plan(policy, command, env)
+    plan = backend.plan(policy, command, env, seen)
     return Prepared(
         policy, backend, plan, profile, command, collected.trees, on_hidden_change=user_cfg.on_hidden_change, env=env,
-        marks=marks, findings=findings, history=found,
+        marks=marks, seen=seen, findings=findings, history=found, siblings=[t for _, c in others for t in c.trees],
     )  # fmt: skip
+
+
+class _Checkout:
+    """Builds the policy of one checkout of the project with this launch's config, agent and backend: the
+    launch's own, and each other worktree of its repository, which `policy.merge` then adds."""
+
+    def __init__(
+        self,
+        user_cfg: config.UserConfig,
+        profile: profiles.Profile,
+        backend: Backend,
+        env: Mapping[str, str],
+        marks: skipworktree.Marks,
+        home: str,
+        limit: int,
+        detail: bool,
+    ) -> None:
+        self.user_cfg, self.profile, self.backend, self.env = user_cfg, profile, backend, env
+        self.marks, self.home, self.limit, self.detail = marks, home, limit, detail
+        self.outputs: list[OutputListings] = []
+
+    def policy(
+        self,
+        root: str,
+        repo: git.Repo | None,
+        project_cfg: config.ProjectConfig,
+        *,
+        cwd: str = "",
+        notices: list[Notice] | None = None,
+        config_files: list[str] | None = None,
+    ) -> tuple[Policy, layers.Collected]:
+        env = self.env
+        memo = paths.project_cache(env, root, "listings")
+        collected = layers.collect(root, repo, self.user_cfg, project_cfg, detail=self.detail, memo=memo)
+        outputs = OutputListings(paths.project_cache(env, root, "outputs"), profiles.secret_name)
+        self.outputs.append(outputs)
+        policy = build(
+            root,
+            collected.entries,
+            allowlist(self.user_cfg, self.profile, project_cfg),
+            in_git=repo is not None,
+            home=self.home,
+            cwd=cwd,
+            notices=notices or [],
+            config_files=config_files or [],
+            express=self.backend.unexpressible,
+            limit=self.limit,
+            secret=profiles.secret_name,
+            scandir=outputs.scandir,
+            tracked=lambda p: self.marks.collect(p, collected.trees),
+        )
+        return policy, collected
+
+    def save(self) -> None:
+        for outputs in self.outputs:
+            outputs.save()
 
 
 def run(req: Request) -> int:
@@ -202,13 +260,13 @@ def run(req: Request) -> int:
         from ai_sandbox import report  # rich is for people, not for the launch path
 
         try:
-            state.check(prepared.policy, req.env)
+            state.check(prepared.policy, req.env, seen=prepared.seen)
             refusal = None
         except PolicyError as e:
             refusal = str(e)
         report.dry_run(prepared, req, nested.unenforced(prepared.policy, table) if inside else None, refusal)
         return 0
-    seen = state.check(prepared.policy, req.env)
+    rec = state.check(prepared.policy, req.env, seen=prepared.seen)
     if inside:
         return _run_nested(prepared, req, table)
     err = prepared.backend.unavailable()
@@ -218,18 +276,19 @@ def run(req: Request) -> int:
     _print_loud(prepared.policy, line, _secrets_line(prepared))
     fs.make_dirs(prepared.plan.dirs)
     fs.write_files(prepared.plan.files)
-    state.record(seen)
+    state.record(rec)
     root = prepared.policy.root
     needs = bool(prepared.marks.needs)
+    end = _session_end(prepared)
     # The watcher first: a closed terminal's SIGHUP between setting the marks and forking it would leave them
     # set with nobody to clear them (the watcher ignores it and clears them once this process is gone).
     if prepared.policy.masks or needs:
         from ai_sandbox import watch
 
-        end = (lambda pid: skipworktree.release(req.env, root, pid)) if needs else None
         watch.start(
-            prepared.policy, prepared.on_hidden_change, state.moved_log(req.env, root), on_end=end, background=refresh
-        )
+            prepared.policy, prepared.on_hidden_change, state.moved_log(req.env, root), on_end=end, background=refresh,
+            seen=prepared.seen,
+        )  # fmt: skip
     skipworktree.protect(req.env, root, prepared.marks)
     if prepared.plan.supervised:
         from ai_sandbox import supervise
@@ -237,11 +296,32 @@ def run(req: Request) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         status = supervise.run(prepared.plan)
-        if needs:  # now, not a moment later in the watcher: the user's next `git commit -a` must see the file
-            skipworktree.release(req.env, root, os.getpid())
+        if end is not None:  # now, not a moment later in the watcher: the user's next git command must see it
+            end(os.getpid())
         return status
     _exec(prepared.plan.argv, prepared.plan.env)
     return 127  # not reached
+
+
+def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
+    """What runs once the sandbox of pid is gone (in the watcher; and at once under a supervised backend): the
+    index marks of hidden tracked files cleared (skipworktree.py), and what git wrote into hidden directories
+    written on the host (restore.py). None when there is nothing to do."""
+    policy, env, marks = prepared.policy, prepared.env, prepared.marks
+    trees = prepared.trees + prepared.siblings
+    dirs = policy.in_git and any(m.is_dir for m in policy.masks)
+    if not (marks.needs or dirs):
+        return None
+
+    def end(pid: int) -> None:
+        if marks.needs:
+            skipworktree.release(env, policy.root, pid)
+        if dirs:
+            from ai_sandbox import restore  # after the session, never on the launch path
+
+            restore.after(restore.pending(policy, trees, marks))
+
+    return end
 
 
 def _run_nested(prepared: Prepared, req: Request, table: list[tuple[str, str]]) -> int:

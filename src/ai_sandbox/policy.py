@@ -302,6 +302,41 @@ def build(
     return policy
 
 
+def merge(
+    policy: Policy,
+    others: Iterable[Policy],
+    *,
+    home: str = "",
+    limit: int = 0,
+    listdir: Callable[[str], list[str]] = os.listdir,
+) -> None:
+    """Add what the policies of the repository's other checkouts hide (their own rules, built by `build` with
+    their own root and config) to this launch's: the agent may read a sibling worktree, never what that
+    checkout's own launch would hide. Never a mask that would hide this project, a directory above it or the
+    home (a main checkout's ignored `.worktrees/` holding this one): this project's own rules apply inside it.
+    Each mask says which checkout it comes from; past the limit, directories are hidden whole as in `build`."""
+    protected = _protected(policy.root, home)
+    extra: list[Mask] = []
+    for other in others:
+        where = f" (in the worktree {other.root})"
+        for m in other.masks:
+            if m.path in protected or inside(policy.root, m.path):
+                continue
+            extra.append(Mask(m.path, m.is_dir, m.layer, m.reason + where, m.origin, m.how, m.detail))
+        policy.kept += other.kept
+        policy.covered += other.covered
+        policy.capped += other.capped
+        policy.tracked += other.tracked
+        policy.warnings += other.warnings
+        policy.config_files += [f for f in other.config_files if f not in policy.config_files]
+    if not extra:
+        return
+    masks = _fold(policy.masks + extra, policy)
+    if limit and len(masks) > limit:
+        masks = _cap(masks, limit, policy.root, protected, policy, listdir)
+    policy.masks = masks
+
+
 def _subtract_allowed(
     entries: Iterable[Entry],
     root: str,

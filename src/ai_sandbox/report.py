@@ -164,6 +164,7 @@ _CHECK_KINDS = {
     "B": "a mount point",
     "C": "starts in",
     "W": "enters",
+    "S": "the very file seen at",
 }
 
 
@@ -176,7 +177,12 @@ def _file_lines(content: bytes) -> list[str]:
         return content.decode("utf-8", "surrogateescape").splitlines()
     out = [verify.HEADER.decode().strip()]
     for kind, rest in records:
-        out.append(f"{_CHECK_KINDS.get(kind, kind)} {rest.split(':', 2)[2] if kind == 'C' else rest}")
+        if kind == "C":
+            rest = rest.split(":", 2)[2]
+        elif kind == "S":  # device and inode of the file, then of its directory, then the path
+            *numbers, rest = rest.split(":", 4)
+            rest = f"{rest} ({':'.join(numbers)})"
+        out.append(f"{_CHECK_KINDS.get(kind, kind)} {rest}")
     return out
 
 

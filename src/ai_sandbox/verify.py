@@ -22,6 +22,11 @@ then NUL-separated records, each a one-letter kind and a path:
   R<path>               must be on a read-only mount
   B<path>               must be a mount point (so that it cannot be renamed: EBUSY)
   C<dev>:<ino>:<path>   the directory the agent starts in: the same directory as outside
+  S<dev>:<ino>:<ddev>:<dino>:<path>
+                        a mask (or scratch directory) must be on the very file the launch saw at path
+                        (its device and inode, "-:-" when it was missing) in the directory it saw there:
+                        a directory swapped for a decoy while the sandbox started moves the secret away
+                        from the path the mask is mounted on
 The caller's environment travels in AI_SANDBOX_ENV_0, _1, … (see `pack_env`), never on disk, and
 none of it on the command line (firejail limits arguments to 4,128 bytes and 128 of them).
 """
@@ -171,6 +176,43 @@ def empty_mount(path: str, st: os.stat_result, tops: dict[bytes, list[bytes]]) -
         return st.st_size == 0
     # an empty tmpfs directory: links for . and .. only, and tmpfs's size of two entries
     return kind == 0o040000 and fstype == b"tmpfs" and st.st_nlink == 2 and st.st_size <= 40
+
+
+def swapped(records: list[str]) -> str | None:
+    """The first S record's path whose mask is not on the file the launch saw: its directory is not the one seen
+    there (a session swapped it, or one above it), or the directory's entry is another file (its inode, read from
+    the listing: stat would see the mask). A directory the agent's identity cannot list keeps the first test
+    only; nothing a session can do moves a masked entry itself (a mount point: EBUSY)."""
+    listings: dict[str, dict[str, int] | None] = {}
+    for rec in records:
+        fdev, fino, ddev, dino, path = rec.split(":", 4)
+        if not os.path.lexists(path):
+            continue  # the M and m records judge what is missing
+        parent = os.path.dirname(path)
+        try:
+            st = os.lstat(parent)
+        except OSError:
+            return path
+        if (st.st_dev, st.st_ino) != (int(ddev), int(dino)):
+            return path
+        if fdev == "-" or int(fdev) != st.st_dev:
+            continue  # missing then, or a mount point of its own there: the directory's identity is the test
+        if parent not in listings:
+            listings[parent] = _inodes(parent)
+        names = listings[parent]
+        if names is not None and names.get(os.path.basename(path)) != int(fino):
+            return path
+    return None
+
+
+def _inodes(directory: str) -> dict[str, int] | None:
+    """name -> inode of each entry, as the directory lists it (beneath any mount); None when it cannot be
+    listed."""
+    try:
+        with os.scandir(directory) as it:
+            return {e.name: e.inode() for e in it}
+    except OSError:
+        return None
 
 
 def scratch_problem(path: str, fresh: bool = True, tops: dict[bytes, list[bytes]] | None = None) -> str | None:
@@ -351,6 +393,13 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
         return (
             f"{bad[0]} {bad[1]}, although the policy hides it",
             f"{backend} did not apply its mask; rename the path (or hide its directory) and report this",
+        )
+    moved = swapped([rest for kind, rest in records if kind == "S"])
+    if moved is not None:
+        return (
+            f"{moved} is not the file the launch decided to hide: a directory above it was moved or swapped while "
+            "the sandbox started",
+            "launch again (if a session of yours keeps moving it, end that session first)",
         )
     points = None
     tops = None

@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.fs import write_atomic
+from ai_sandbox.idents import Snapshot
 from ai_sandbox.policy import Policy
 
 RECHECK = 2.0  # seconds between full re-checks
@@ -44,11 +45,13 @@ def start(
     moved_log: str = "",
     on_end: Callable[[int], None] | None = None,
     background: Callable[[], None] | None = None,
+    seen: Snapshot | None = None,
 ) -> None:
     """Fork the watcher for this process, which is about to become the sandbox; returns in the parent.
     mode is config's on_hidden_change: "end" the session, or "warn". on_end(pid) runs once the sandbox is gone
     (the index marks of skipworktree.py are cleared there). background runs once, in a process of its own at
-    low priority, while the agent starts (the history walk of history.py: seconds on a large repository)."""
+    low priority, while the agent starts (the history walk of history.py: seconds on a large repository).
+    seen: the launch's one look at the masks (idents.py), what each path must still be; None: a look now."""
     if not policy.masks and on_end is None:
         return
     target = os.getpid()
@@ -82,7 +85,8 @@ def start(
         os.setsid()
         if background is not None:
             _detach(background)
-        _child(paths, target, mode, moved_log)  # no paths (on_end only): it just outlives the sandbox
+        known = {p: seen.files[p] if seen is not None and p in seen.files else _ident(p) for p in paths}
+        _child(paths, known, target, mode, moved_log)  # no paths (on_end only): it just outlives the sandbox
     except BaseException:  # a watcher must never print a traceback over the agent's screen
         code = 1
     finally:
@@ -142,12 +146,13 @@ def _ident(path: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def _child(paths: list[str], target: int, mode: str, moved_log: str = "") -> None:
+def _child(
+    paths: list[str], known: dict[str, tuple[int, int] | None], target: int, mode: str, moved_log: str = ""
+) -> None:
     _outlive_signals()
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # hold no pipe the caller waits on, except stderr for the message
-    known = {p: _ident(p) for p in paths}
     alive = _liveness(target)
     ifd, by_wd = _inotify(paths)
     fds = [f for f in (alive, ifd) if f is not None]
@@ -168,14 +173,8 @@ def _watch(
     fds: list[int],
 ) -> None:
     reported: set[str] = set()
+    suspects = paths  # first everything: what changed since the launch looked, before inotify watched
     while True:
-        ready, _, _ = select.select(fds, [], [], RECHECK if alive is not None else 0.5)
-        if (alive is None and os.getppid() != target) or alive in ready:
-            return
-        suspects = paths
-        if ifd in ready:
-            touched = _events(ifd, by_wd, known)
-            suspects = paths if touched is None else touched
         for path in suspects:
             now = _ident(path)
             if now is not None and now != known[path] and path not in reported:
@@ -183,6 +182,13 @@ def _watch(
                 _act(path, target, mode, alive)
                 if mode != "warn":
                     return
+        ready, _, _ = select.select(fds, [], [], RECHECK if alive is not None else 0.5)
+        if (alive is None and os.getppid() != target) or alive in ready:
+            return
+        suspects = paths
+        if ifd in ready:
+            touched = _events(ifd, by_wd, known)
+            suspects = paths if touched is None else touched
 
 
 def _settle_log(moved_log: str, changed: list[str]) -> None:

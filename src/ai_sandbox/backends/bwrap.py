@@ -21,6 +21,7 @@ from ai_sandbox import tools
 from ai_sandbox.backends import LaunchPlan, Settings
 from ai_sandbox.backends.firejail import OwnFiles, checked, holding_tracked, own_files, probe_plan
 from ai_sandbox.errors import UnavailableError
+from ai_sandbox.idents import Snapshot
 from ai_sandbox.policy import Policy
 
 # Read-only inside, as firejail makes them: a root agent (no capabilities, but the owner) could otherwise
@@ -243,7 +244,7 @@ class Bwrap:
             args += [b"--symlink", target.encode(), link.encode()]
         return [*args, b"--dir", b"/dev/pts", b"--tmpfs", b"/dev/shm"]
 
-    def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str]) -> LaunchPlan:
+    def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str], seen: Snapshot | None = None) -> LaunchPlan:
         from ai_sandbox import supervise, verify
 
         own = own_files(env, self.unexpressible, policy.root, self.user)
@@ -252,7 +253,7 @@ class Bwrap:
         scratch = self.scratch(policy)
         args = self.arguments(own, scratch)
         cwd = os.path.realpath(self.settings.cwd or os.getcwd())
-        check_argv, check_path, check = checked(policy, own, cwd, scratch, env, self.name)
+        check_argv, check_path, check = checked(policy, own, cwd, scratch, env, self.name, seen)
         return LaunchPlan(
             argv=[self.executable or "bwrap", "--args", str(ARGS_FD), "--", *check_argv, *argv],
             env={**verify.carried(dict(env)), verify.IGNORED_ENV: supervise.caller_ignored()},

@@ -21,6 +21,7 @@ from ai_sandbox import tools
 from ai_sandbox.backends import LaunchPlan, Settings
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.fs import inside
+from ai_sandbox.idents import Snapshot
 from ai_sandbox.paths import cache_dir
 from ai_sandbox.policy import Policy
 
@@ -120,7 +121,8 @@ class Docker:
                 out.append(path)
         return out, create
 
-    def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str]) -> LaunchPlan:
+    def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str], seen: Snapshot | None = None) -> LaunchPlan:
+        """seen is not used: nothing inside a container checks the masks (the threat model says so)."""
         roots, create = self.roots(policy, env)
         cwd = self.settings.cwd if any(inside(self.settings.cwd, r) for r in roots) else policy.root
         base = cache_dir(env)

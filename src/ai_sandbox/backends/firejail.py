@@ -22,6 +22,7 @@ from ai_sandbox import tools
 from ai_sandbox.backends import LaunchPlan, Settings
 from ai_sandbox.errors import PolicyError, UnavailableError
 from ai_sandbox.fs import below
+from ai_sandbox.idents import Snapshot
 from ai_sandbox.paths import cache_dir, config_home, state_dir
 from ai_sandbox.policy import Policy
 from ai_sandbox.records import factory, record
@@ -179,7 +180,7 @@ class Firejail:
             lines.append(b"blacklist " + os.fsencode(path))
         return b"\n".join(lines) + b"\n"
 
-    def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str]) -> LaunchPlan:
+    def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str], seen: Snapshot | None = None) -> LaunchPlan:
         from ai_sandbox import verify
 
         own = own_files(env, self.unexpressible, policy.root, self.user)
@@ -189,7 +190,7 @@ class Firejail:
         base = cache_dir(env)
         profile_path = os.path.join(base, f"firejail-{digest}.profile")
         cwd = os.path.realpath(self.settings.cwd or os.getcwd())
-        check_argv, check_path, check = checked(policy, own, cwd, scratch, env)
+        check_argv, check_path, check = checked(policy, own, cwd, scratch, env, seen=seen)
         command = [self.executable or "firejail", "--quiet", f"--profile={profile_path}", "--", *check_argv, *argv]
         return LaunchPlan(
             argv=command,
@@ -201,11 +202,17 @@ class Firejail:
 
 
 def checked(
-    policy: Policy, own: OwnFiles, cwd: str, scratch: list[str], env: Mapping[str, str], backend: str = "firejail"
+    policy: Policy,
+    own: OwnFiles,
+    cwd: str,
+    scratch: list[str],
+    env: Mapping[str, str],
+    backend: str = "firejail",
+    seen: Snapshot | None = None,
 ) -> tuple[list[str], str, bytes]:
     """The sandbox's command before the agent's argv (the launch check), its spec's path and bytes. Refused
     when the policy hides the interpreter, the script or the spec: the check needs them inside."""
-    check = launch_check(policy, own, cwd, scratch, backend)
+    check = launch_check(policy, own, cwd, scratch, backend, seen)
     check_path = os.path.join(cache_dir(env), f"check-{hashlib.sha256(check).hexdigest()[:24]}")
     python, script = verifier()
     for path in (python, script, check_path):
@@ -253,29 +260,40 @@ def probe_plan(make: Callable[[Settings], Backend], env: Mapping[str, str]) -> I
 
 
 def launch_check(
-    policy: Policy, own: OwnFiles, cwd: str, scratch: list[str] | None = None, backend: str = "firejail"
+    policy: Policy,
+    own: OwnFiles,
+    cwd: str,
+    scratch: list[str] | None = None,
+    backend: str = "firejail",
+    seen: Snapshot | None = None,
 ) -> bytes:
     """The spec verify.py checks inside the sandbox: which sandbox must be there, every mask, every scratch
     directory, every read-only rule, every anchor, the start directory.
 
-    A mask in the project or the home that exists now is an M record: gone when the check runs, it was moved
-    or deleted while the sandbox started (a rename of its directory in that window left the secret readable
-    under the new name, with no mask and no watcher to notice: red team), and the launch refuses. Others are
-    m records: a missing one is nothing to read (a global block of a path that is not there, or a path the
-    sandbox itself replaces, like firejail's /var/tmp)."""
-    from ai_sandbox import verify
+    A mask in the project or the home that existed when the launch looked is an M record: gone when the check
+    runs, it was moved or deleted while the sandbox started (a rename of its directory in that window left the
+    secret readable under the new name, with no mask and no watcher to notice: red team), and the launch
+    refuses. Others are m records: a missing one is nothing to read (a global block of a path that is not
+    there, or a path the sandbox itself replaces, like firejail's /var/tmp). Every mask and scratch directory
+    whose directory existed also gets an S record: the device and inode the launch saw (seen, the launch's one
+    look: idents.py), which the mask inside must be on (a directory swapped for a decoy while the sandbox
+    started put the mask on the decoy: red team, F2)."""
+    from ai_sandbox import idents, verify
 
+    seen = seen or idents.take(policy)
     chosen = set(scratch or ())
     home = os.path.realpath(os.path.expanduser("~"))
     recs = [b"K" + backend.encode(), b"W" + os.fsencode(cwd)]
     for p in [*(m.path for m in policy.masks if m.path not in chosen), *own.hide]:
-        kind = b"m"
-        if below(p, policy.root) or (home != "/" and below(p, home)):
-            with contextlib.suppress(OSError):
-                os.lstat(p)
-                kind = b"M"
-        recs.append(kind + os.fsencode(p))
+        there = seen.files.get(p) if p in seen.files else idents.ident(p)
+        near = below(p, policy.root) or (home != "/" and below(p, home))
+        recs.append((b"M" if there is not None and near else b"m") + os.fsencode(p))
     recs += [b"T" + os.fsencode(p) for p in scratch or ()]
+    for p in [*(m.path for m in policy.masks), *(scratch or ())]:
+        d = seen.dirs.get(idents.dirname(p), idents.NONE)
+        if d != idents.NONE:
+            f = seen.files.get(p)
+            recs.append(b"S" + (b"%d:%d" % f if f is not None else b"-:-") + b":" + d + b":" + os.fsencode(p))
     recs += [b"R" + os.fsencode(p) for p in own.protect]
     recs += [b"B" + os.fsencode(p) for p in own.anchors]
     if policy.hidden(cwd) is None:

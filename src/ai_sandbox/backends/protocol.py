@@ -8,6 +8,7 @@ from typing import Protocol
 
 from ai_sandbox.backends import LaunchPlan
 from ai_sandbox.errors import UnavailableError
+from ai_sandbox.idents import Snapshot
 from ai_sandbox.policy import Policy
 
 
@@ -29,5 +30,6 @@ class Backend(Protocol):
     def unexpressible(self, path: str) -> str | None:
         """Why this backend cannot hide exactly this path ("contains ','"); None when it can."""
 
-    def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str]) -> LaunchPlan:
-        """The command that runs argv under the policy with env passed through."""
+    def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str], seen: Snapshot | None = None) -> LaunchPlan:
+        """The command that runs argv under the policy with env passed through. seen: the launch's one look at
+        the masks (idents.py), which the launch check inside compares them with; None takes one now."""

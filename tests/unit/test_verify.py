@@ -1,0 +1,60 @@
+"""The launch check's identity test (verify.swapped) on a plain tree: what the S records say against what a
+directory listing shows. Inside a sandbox the same listing sees beneath the masks (tests/security prove it with
+the real backends, tests/security/test_between_sessions.py the race it closes)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from ai_sandbox import idents, verify
+from ai_sandbox.policy import IGNORED, Mask, Policy
+
+
+def _spec(policy: Policy) -> list[str]:
+    seen = idents.take(policy)
+    out = []
+    for m in policy.masks:
+        f = seen.files[m.path]
+        d = seen.dirs[idents.dirname(m.path)]
+        out.append((f"{f[0]}:{f[1]}" if f else "-:-") + ":" + d.decode() + ":" + m.path)
+    return out
+
+
+def _tree(tmp_path):
+    for d in ("svc", "decoy"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / ".env").write_text(d)
+    return Policy(root=str(tmp_path), in_git=True, masks=[Mask(str(tmp_path / "svc" / ".env"), False, IGNORED, "i")])
+
+
+def test_the_file_seen_passes(tmp_path):
+    assert verify.swapped(_spec(_tree(tmp_path))) is None
+
+
+def test_a_directory_swapped_with_a_decoy_is_found(tmp_path):
+    policy = _tree(tmp_path)
+    spec = _spec(policy)
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.renameat2(-100, bytes(tmp_path / "svc"), -100, bytes(tmp_path / "decoy"), 2) == 0  # EXCHANGE
+    assert verify.swapped(spec) == str(tmp_path / "svc" / ".env")
+
+
+def test_a_file_replaced_in_the_same_directory_is_found_by_its_listing(tmp_path):
+    policy = _tree(tmp_path)
+    spec = _spec(policy)
+    os.rename(tmp_path / "decoy" / ".env", tmp_path / "svc" / ".env")
+    assert verify.swapped(spec) == str(tmp_path / "svc" / ".env")
+
+
+def test_a_path_missing_then_is_judged_by_its_directory_alone(tmp_path):
+    policy = _tree(tmp_path)
+    os.remove(tmp_path / "svc" / ".env")
+    spec = _spec(policy)
+    assert spec[0].startswith("-:-:")
+    (tmp_path / "svc" / ".env").write_text("new")
+    assert verify.swapped(spec) is None  # whatever it is now, the mask is on it, in the directory seen
+    os.rename(tmp_path / "svc", tmp_path / "old")
+    os.mkdir(tmp_path / "svc")
+    (tmp_path / "svc" / ".env").write_text("new")
+    assert verify.swapped(spec) == str(tmp_path / "svc" / ".env")

@@ -10,8 +10,14 @@ of a branch where it differs — fails as it would on any local change, with not
 
 Only bits ai-sandbox set are ever cleared; a bit the user had set is theirs. Concurrent sessions of one
 project share the bits: the journal (`<state>/skip-worktree/<key>`, read-only inside the sandbox) holds the
-paths ai-sandbox set and, per live session, the paths it needs. A session's end (the watcher) clears what no
-live session still needs; a launch after a crash or a kill does the same for sessions that are gone.
+entries ai-sandbox set (path and object id), the user's own (the bits it found set), and per live session the
+paths it needs. A session's end (the watcher) clears what no live session still needs; a launch after a crash
+or a kill does the same for sessions that are gone.
+
+git carries the bit along when an entry is renamed (`git mv` of the file or of a directory above it): a mark
+whose path left the index is looked for among the marked entries by its object id, and cleared wherever it
+is now (old code cleared the old path only, and the next launch took the moved bit for the user's own: the
+user's later edits never reached `git commit -a`; red team, F3).
 """
 
 from __future__ import annotations
@@ -51,6 +57,8 @@ class Marks:
     needs: dict[str, list[str]] = factory(dict)  # root -> its tracked paths that a mask hides
     flagged: dict[str, set[str]] = factory(dict)  # root -> those of them flagged already
     sparse: list[str] = factory(list)  # roots whose sparse checkout would clear the marks
+    blobs: dict[str, dict[str, str]] = factory(dict)  # root -> needed path -> its object id in the index
+    marked: dict[str, dict[str, str]] = factory(dict)  # root -> every entry flagged when git listed it -> object id
 
     @property
     def paths(self) -> list[str]:
@@ -79,6 +87,8 @@ class Marks:
             top = base.rstrip("/")
             self.needs[top] = found
             self.flagged[top] = tree.scan.skip_worktree.intersection(found)
+            self.blobs[top] = {p: tree.scan.blob_of(p) for p in found}
+            self.marked[top] = tree.scan.skipped
             if tree.scan.sparse_clears_marks:
                 self.sparse.append(top)
 
@@ -110,13 +120,16 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
     with locked(path):
         doc = _load(path)
         live = _live_sessions(doc)
-        owned: dict[str, set[str]] = {t: set(p) for t, p in doc.get("owned", {}).items()}
+        owned, theirs = _entries(doc, "owned"), _entries(doc, "theirs")
         keep = _needed(live)
         for tree, paths in needs.items():
             keep.setdefault(tree, set()).update(paths)
-        _clear_unneeded(owned, keep)
+        ours = _clear_unneeded(owned, theirs, keep)
+        # what git listed as flagged and ai-sandbox did not set (nor found moved) is the user's
+        for tree, entries in marks.marked.items():
+            theirs[tree] = {p: blob for p, blob in entries.items() if p not in ours.get(tree, set())}
         todo = {
-            tree: [p for p in paths if p not in flagged.get(tree, set()) and p not in owned.get(tree, set())]
+            tree: [p for p in paths if p not in flagged.get(tree, set()) and p not in owned.get(tree, {})]
             for tree, paths in needs.items()
         }
         todo = {tree: paths for tree, paths in todo.items() if paths}
@@ -125,16 +138,17 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
         # or the next launch, never unrecorded. A recorded mark git did not set is skipped when cleared
         # (_flagged_now).
         for tree, paths in todo.items():
-            owned[tree] = owned.get(tree, set()) | set(paths)
+            blobs = marks.blobs.get(tree, {})
+            owned.setdefault(tree, {}).update({p: blobs.get(p, "") for p in paths})
         if needs:
             live[str(os.getpid())] = {"start": _start_time(os.getpid()), "needs": needs}
-        _save(path, owned, live)
+        _save(path, owned, theirs, live)
         try:
             for tree, paths in todo.items():
                 _update_index(tree, "--skip-worktree", paths, _LOCK_WAIT)
         except PolicyError:  # no session runs: what was set stays recorded, for the next launch to clear
             live.pop(str(os.getpid()), None)
-            _save(path, owned, live)
+            _save(path, owned, theirs, live)
             raise
 
 
@@ -146,26 +160,55 @@ def release(env: Mapping[str, str], root: str, pid: int) -> None:
         doc = _load(path)
         live = _live_sessions(doc)
         live.pop(str(pid), None)
-        owned = {t: set(p) for t, p in doc.get("owned", {}).items()}
+        owned, theirs = _entries(doc, "owned"), _entries(doc, "theirs")
         try:
-            _clear_unneeded(owned, _needed(live), wait=10.0)
+            _clear_unneeded(owned, theirs, _needed(live), wait=10.0)
         finally:
-            _save(path, owned, live)
+            _save(path, owned, theirs, live)
 
 
-def _clear_unneeded(owned: dict[str, set[str]], keep: dict[str, set[str]], wait: float = _LOCK_WAIT) -> None:
+def _clear_unneeded(
+    owned: dict[str, dict[str, str]],
+    theirs: dict[str, dict[str, str]],
+    keep: dict[str, set[str]],
+    wait: float = _LOCK_WAIT,
+) -> dict[str, set[str]]:
+    """Clear the marks ai-sandbox set that no live session needs, wherever git carried them. owned and theirs
+    (tree -> path -> object id) are updated: a mark found moved is followed to its new path. Returns every path
+    that held a mark of ai-sandbox's, before or after the move."""
+    ours = {tree: set(paths) for tree, paths in owned.items()}
     for tree in list(owned):
-        drop = owned[tree] - keep.get(tree, set())
-        if not drop:
-            continue
         if not os.path.isdir(tree):
             continue  # moved away during the session: kept, cleared by a launch once it is back
-        still = _flagged_now(tree, drop)  # the agent may have removed the file from the index
+        now = _flagged_now(tree)
+        _follow(owned[tree], theirs.setdefault(tree, {}), now)
+        ours[tree].update(owned[tree])
+        drop = {p for p in owned[tree] if p not in keep.get(tree, set())}
+        if not drop:
+            continue
+        still = sorted(p for p in drop if p in now)  # the agent may have removed the file from the index
         if still:
-            _update_index(tree, "--no-skip-worktree", sorted(still), wait)
-        owned[tree] -= drop
+            _update_index(tree, "--no-skip-worktree", still, wait)
+        for p in drop:
+            del owned[tree][p]
         if not owned[tree]:
             del owned[tree]
+    return ours
+
+
+def _follow(owned: dict[str, str], theirs: dict[str, str], now: dict[str, str]) -> None:
+    """Move each mark that left its path to the flagged entry that holds its object now (git mv carried it);
+    the user's own marks first, so that a bit of theirs is never taken for one of ours."""
+    new = {p: blob for p, blob in now.items() if p not in owned and p not in theirs}
+    for marks in (theirs, owned):
+        for old, blob in list(marks.items()):
+            if old in now or not blob:
+                continue
+            moved = next((p for p, b in new.items() if b == blob), None)
+            del marks[old]  # gone from the index, or no longer flagged: nothing of it is left to clear
+            if moved is not None:
+                marks[moved] = blob
+                del new[moved]
 
 
 def _refuse_sparse(tree: str) -> None:
@@ -187,10 +230,10 @@ def _needed(live: dict[str, dict[str, Any]]) -> dict[str, set[str]]:
     return out
 
 
-def _flagged_now(tree: str, paths: set[str]) -> set[str]:
+def _flagged_now(tree: str) -> dict[str, str]:
+    """The entries flagged in tree's index now, with their object ids."""
     repo = git.Repo(root=tree, common_dir="")
-    scan = git.Scan(repo, index=_index_listing(tree))
-    return {p for p in paths if p in scan.skip_worktree}
+    return git.Scan(repo, index=_index_listing(tree)).skipped
 
 
 def _index_listing(tree: str) -> bytes:
@@ -261,7 +304,17 @@ def _well_formed(doc: object) -> bool:
             isinstance(t, str) and isinstance(p, list) and all(isinstance(x, str) for x in p) for t, p in d.items()
         )
 
-    if not isinstance(doc, dict) or not paths(doc.get("owned", {})):
+    def entries(d: object) -> bool:  # tree -> path -> object id; the first journals held path lists
+        return isinstance(d, dict) and all(
+            isinstance(t, str)
+            and (
+                (isinstance(p, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in p.items()))
+                or (isinstance(p, list) and all(isinstance(x, str) for x in p))
+            )
+            for t, p in d.items()
+        )
+
+    if not isinstance(doc, dict) or not entries(doc.get("owned", {})) or not entries(doc.get("theirs", {})):
         return False
     sessions = doc.get("sessions", {})
     return isinstance(sessions, dict) and all(
@@ -271,10 +324,21 @@ def _well_formed(doc: object) -> bool:
     )  # fmt: skip
 
 
-def _save(path: str, owned: dict[str, set[str]], live: dict[str, dict[str, Any]]) -> None:
+def _entries(doc: dict[str, Any], key: str) -> dict[str, dict[str, str]]:
+    """tree -> path -> object id ("" when a first journal did not say)."""
+    return {t: dict(p) if isinstance(p, dict) else dict.fromkeys(p, "") for t, p in doc.get(key, {}).items()}
+
+
+def _save(
+    path: str, owned: dict[str, dict[str, str]], theirs: dict[str, dict[str, str]], live: dict[str, dict[str, Any]]
+) -> None:
     if not owned and not live:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         return
-    doc = {"owned": {t: sorted(p) for t, p in owned.items()}, "sessions": live}
+    doc = {
+        "owned": {t: dict(sorted(p.items())) for t, p in owned.items()},
+        "theirs": {t: dict(sorted(p.items())) for t, p in theirs.items() if p},
+        "sessions": live,
+    }
     write_atomic(path, json.dumps(doc).encode())

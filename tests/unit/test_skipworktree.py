@@ -93,3 +93,78 @@ def test_the_journal_names_the_marks_before_git_sets_them(tmp_path, monkeypatch)
     skipworktree.release(env, str(repo), os.getpid())
     listing = subprocess.run(["git", "-C", str(repo), "ls-files", "-t"], capture_output=True, text=True).stdout
     assert listing == "H prod.tfvars\n"
+
+
+def _git(repo, *args: str) -> str:
+    import subprocess
+
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t"}
+    env["GIT_COMMITTER_EMAIL"] = "t@e"
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True, env=env).stdout
+
+
+def _flags(repo) -> dict[str, str]:
+    return {ln[2:]: ln[0] for ln in _git(repo, "ls-files", "-t").splitlines()}
+
+
+def _conf(tmp_path):
+    """conf/prod.tfvars (ai-sandbox will mark it) and conf/local.yml (the user marked it), committed."""
+    repo = tmp_path / "repo"
+    _git(tmp_path, "init", "-q", str(repo))
+    (repo / "conf").mkdir()
+    (repo / "conf" / "prod.tfvars").write_text("secret\n")
+    (repo / "conf" / "local.yml").write_text("mine\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "conf")
+    _git(repo, "update-index", "--skip-worktree", "conf/local.yml")
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path)}
+    return repo, env
+
+
+def _marks(repo, *needed: str) -> skipworktree.Marks:
+    from ai_sandbox import git
+
+    scan = git.Scan(git.Repo(root=str(repo), common_dir=""), index=skipworktree._index_listing(str(repo)))
+    return skipworktree.Marks(
+        needs={str(repo): list(needed)},
+        flagged={str(repo): scan.skip_worktree.intersection(needed)},
+        blobs={str(repo): {p: scan.blob_of(p) for p in needed}},
+        marked={str(repo): scan.skipped},
+    )
+
+
+def test_a_mark_git_carried_to_a_new_path_is_cleared_there_and_the_users_own_stays(tmp_path):
+    """F3: `git mv conf conf2` inside the session; old code cleared conf/prod.tfvars only (gone)."""
+    repo, env = _conf(tmp_path)
+    skipworktree.protect(env, str(repo), _marks(repo, "conf/prod.tfvars"))
+    assert _flags(repo) == {"conf/local.yml": "S", "conf/prod.tfvars": "S"}
+    _git(repo, "mv", "conf", "conf2")  # what the agent's git does inside
+    assert _flags(repo) == {"conf2/local.yml": "S", "conf2/prod.tfvars": "S"}  # git carries both bits
+    skipworktree.release(env, str(repo), os.getpid())
+    assert _flags(repo) == {"conf2/local.yml": "S", "conf2/prod.tfvars": "H"}
+    assert not os.path.exists(skipworktree.journal_path(env, str(repo)))
+
+
+def test_a_mark_left_moved_by_a_killed_session_is_followed_by_the_next_launch(tmp_path):
+    """The watcher was killed after `git mv`: the next launch, which hides the file under its new name, must not
+    take the moved bit for the user's (old code: never cleared again), and clears it when its session ends."""
+    repo, env = _conf(tmp_path)
+    skipworktree.protect(env, str(repo), _marks(repo, "conf/prod.tfvars"))
+    _git(repo, "mv", "conf", "conf2")
+    path = skipworktree.journal_path(env, str(repo))
+    doc = skipworktree._load(path)
+    doc["sessions"] = {"999999999": {"start": "1", "needs": {str(repo): ["conf/prod.tfvars"]}}}  # gone
+    skipworktree._save(path, skipworktree._entries(doc, "owned"), skipworktree._entries(doc, "theirs"), {})
+    skipworktree.protect(env, str(repo), _marks(repo, "conf2/prod.tfvars"))
+    doc = skipworktree._load(path)
+    assert doc["owned"] == {str(repo): {"conf2/prod.tfvars": _git(repo, "rev-parse", ":conf2/prod.tfvars").strip()}}
+    assert doc["theirs"] == {str(repo): {"conf2/local.yml": _git(repo, "rev-parse", ":conf2/local.yml").strip()}}
+    skipworktree.release(env, str(repo), os.getpid())
+    assert _flags(repo) == {"conf2/local.yml": "S", "conf2/prod.tfvars": "H"}
+
+
+def test_the_first_journals_lists_of_paths_still_load(tmp_path):
+    path = tmp_path / "journal"
+    path.write_text('{"owned":{"/p":["a"]}}')
+    doc = skipworktree._load(str(path))
+    assert skipworktree._entries(doc, "owned") == {"/p": {"a": ""}} and skipworktree._entries(doc, "theirs") == {}

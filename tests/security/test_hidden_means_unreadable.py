@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, Workspace, root_only, token
+from tests.conftest import Result, Workspace, root_only, token, unavailable
 
 pytestmark = pytest.mark.sandbox
 BACKENDS = ("firejail", "bwrap")
@@ -143,7 +143,9 @@ def test_an_ignored_link_into_etc_refuses_and_etc_is_never_masked(ws, firejail, 
 def test_an_ignored_link_into_usr_local_etc_refuses_like_etc(ws, firejail, system_dir):
     """Found by the red team: /usr/local/etc is configuration (it can hold secrets) although under /usr,
     whose content is public; the link was "never masked, readable inside" with no word at launch."""
-    etc_dir = system_dir("/usr/local/etc") if os.path.isdir("/usr/local/etc") else pytest.skip("no /usr/local/etc")
+    if not os.path.isdir("/usr/local/etc"):
+        unavailable("no /usr/local/etc on this machine")
+    etc_dir = system_dir("/usr/local/etc")
     secret = _secret_file(etc_dir, "db.env")
     _ignore(ws, ".env\n")
     os.symlink(etc_dir / "db.env", ws.repo / ".env")

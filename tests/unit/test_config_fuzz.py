@@ -26,6 +26,7 @@ from ai_sandbox import config, legacy
 from ai_sandbox.errors import ConfigError
 from ai_sandbox.launch import Request, prepare
 from ai_sandbox.patterns import Pattern, PatternSet
+from tests.conftest import require
 
 FUZZ = settings(
     max_examples=300,
@@ -565,8 +566,7 @@ def _git(root: Path, *args: str) -> None:
 
 @pytest.fixture
 def project(tmp_path):
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
+    require("git")
     root = tmp_path / "proj"
     root.mkdir()
     (tmp_path / "home" / ".config").mkdir(parents=True)
@@ -669,8 +669,7 @@ ASCII_NAMES = st.lists(st.lists(NAME_CHARS, min_size=1, max_size=5).map("".join)
 
 @pytest.fixture(scope="module")
 def oracle_repo(scratch):
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
+    require("git")
     repo = scratch / "oracle"
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     return repo

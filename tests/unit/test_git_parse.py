@@ -6,7 +6,6 @@ rev-parse answers and check-ignore/check-attr records. Names with newlines, tabs
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from ai_sandbox import git
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.git import Repo, Scan
+from tests.conftest import require
 
 SHA = "1" * 40
 ROOT = "/r"
@@ -187,8 +187,7 @@ def _real_git(cwd, *args: str) -> bytes:
 
 
 def test_the_index_git_really_writes_decodes_as_expected(tmp_path):
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
+    require("git")
     _real_git(tmp_path, "init", "-q")
     for name in (b"plain.txt", b"new\nline", b"caf\xe9", b"hidden.env"):
         (tmp_path / os.fsdecode(name)).write_bytes(b"x")

@@ -1,0 +1,320 @@
+"""A model that plays the agent between launches: random sequences of what a session can do, each session a real
+launch (firejail or bwrap, as root and as a user), checked against two invariants.
+
+1. No secret is readable inside unless the launch refused: every launch first (and last) greps the whole world —
+   the project, the home, a directory outside both — for the planted secrets, reading everything it can.
+2. After every session the repository and the home are what the same commands leave without the sandbox:
+   a control copy of the world runs each action that succeeded inside, outside any sandbox; HEAD (commits with
+   fixed dates, so equal ids), the index with its flags, `git status` and every file must then be equal.
+
+The actions are what an agent steered by what it reads can do from inside: rename, move and swap directories
+(across the home too), create and remove them, edit `.gitignore`, `.git/info/exclude`, `.ai-sandbox.toml` and
+`.gitattributes`, `git mv`, `git rm --cached`, `git add`, commit, branch, checkout, reset, and symlinks. A launch
+that refuses ends the sequence (the user would have to look and `accept`). Known gaps stay out of the
+vocabulary, each said where it is left out.
+
+In `make test` a short, derandomized run (a few minutes in all); `make fuzz` (AI_SANDBOX_FUZZ_SECONDS) runs random
+sequences for as long as asked and prints how many sequences and launches it played. Every counterexample it
+finds becomes a plain test (tests/security/test_between_sessions.py).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
+
+from tests.conftest import IDENTITIES, Workspace, chown_tree, ensure_test_user, new_workspace, require, token
+
+pytestmark = pytest.mark.sandbox
+BACKENDS = ("firejail", "bwrap")
+
+FUZZ_SECONDS = float(os.environ.get("AI_SANDBOX_FUZZ_SECONDS", "0"))
+STEPS = 6  # sessions per sequence
+EXAMPLES = 8  # sequences per identity and backend in `make test`
+PLAYED = {"sequences": 0, "launches": 0, "refused": 0}
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+}  # fmt: skip
+
+# One system call each, so that an action either happens or fails whole (mv falls back to copying across mounts,
+# and a half-copied tree is no sandbox's doing).
+FSOP = r"""
+import ctypes, os, sys
+op, a, b = sys.argv[1:]
+if op == "mv":
+    os.makedirs(os.path.dirname(os.path.abspath(b)), exist_ok=True)
+    os.rename(a, b)
+else:
+    libc = ctypes.CDLL(None, use_errno=True)
+    sys.exit(0 if libc.renameat2(-100, a.encode(), -100, b.encode(), 2) == 0 else 1)  # RENAME_EXCHANGE
+"""
+
+# Where things are and may go. $HOME and $OUT are the world's (the control has its own); the rest is relative
+# to the repository.
+DIRS = ["svc", "secrets", "conf", ".gemini", "src", "node_modules/x", "$HOME/.aws"]
+PLACES = ["svc2", "src/deep/moved", "node_modules/y", ".gemini/inner", "$OUT/stash", "$HOME/.aws_old", "$HOME/far/aws"]
+
+FS_ACTIONS = st.one_of(
+    st.builds(lambda a, b: f"python3 $OUT/../fsop.py mv {a} {b}", st.sampled_from(DIRS), st.sampled_from(PLACES)),
+    st.builds(lambda a, b: f"python3 $OUT/../fsop.py swap {a} {b}", st.sampled_from(DIRS), st.sampled_from(DIRS)),
+    st.sampled_from(
+        [
+            "mkdir -p svc/sub && echo x > svc/sub/new.txt",
+            "rm -rf svc/sub",
+            "ln -sfn ../svc/.env src/link.env",
+            "ln -sfn $HOME/.aws $OUT/awslink",
+            "ln -sfn ../secrets node_modules/x/s",
+        ]
+    ),
+)
+# Rule edits come last in a session: a rule that stops ignoring a hidden file lets root's `git add -A` in the same
+# session stage the mask's empty content (a documented gap: "git inside, where it goes past the skip-worktree bit").
+RULE_ACTIONS = st.sampled_from(
+    [
+        "echo .gemini/ >> .gitignore",
+        "echo '!svc/.env' >> .gitignore",
+        "echo svc/ >> .gitignore",
+        "echo conf/ >> .gitignore",
+        "echo src/ >> .gitignore",
+        "sed -i '/^\\.env$/d' .gitignore",
+        "echo '!.env' >> .git/info/exclude",
+        "echo svc/ >> .git/info/exclude",
+        "printf 'block = []\\n' > .ai-sandbox.toml",
+        'printf \'block = ["*.tfvars"]\\nallow = [".env"]\\n\' > .ai-sandbox.toml',
+        'printf \'block = ["*.tfvars"]\\nallow = ["secrets/"]\\n\' > .ai-sandbox.toml',
+        'printf \'block = ["*.tfvars", "src/"]\\n\' > .ai-sandbox.toml',
+        "echo 'svc/app.py filter=git-crypt' >> .gitattributes",
+    ]
+)
+# `git rm --cached` of the blocked tracked file is left out: its file is then untracked and not ignored, and
+# root's `git add -A` stages the mask (the same documented gap).
+GIT_ACTIONS = st.sampled_from(
+    [
+        "git mv svc svc3",
+        "git mv conf conf2",
+        "git mv src/app.py src/main.py",
+        "git rm -r -q --cached .gemini",
+        "git rm -q --cached svc/app.py",
+        "git add -A",
+        "git commit -qam m",
+        "git checkout -q feat",
+        "git checkout -q main",
+        "git checkout -q -b topic",
+        "git reset -q --hard",
+        "git merge -q --ff-only feat",
+    ]
+)
+SESSIONS = st.tuples(
+    st.lists(FS_ACTIONS, max_size=2), st.lists(GIT_ACTIONS, max_size=2), st.lists(RULE_ACTIONS, max_size=1)
+).map(lambda t: [*t[0], *t[1], *t[2]])
+
+
+def _where(identity: str, backend: str) -> str:
+    """/tmp; for firejail as a user, under the user's passwd home, the only place firejail gives it scratch
+    directories: elsewhere a hidden directory is a read-only mask, where a git command writing into it stops
+    midway (a documented gap with its own strict xfail in test_between_sessions.py, kept out of the model)."""
+    if backend != "firejail" or identity == "root":
+        return "/tmp"
+    user = ensure_test_user() if identity == "user" else None
+    home = Path(pwd.getpwnam(user.name).pw_dir if user else pwd.getpwuid(os.getuid()).pw_dir)
+    if not home.exists():  # the test user has none (useradd --no-create-home): made once, left for the run
+        home.mkdir(parents=True)
+        if user:
+            os.chown(home, user.uid, user.gid)
+    home.chmod(home.stat().st_mode | 0o011)  # traversable by the other identity
+    return str(home)
+
+
+class World:
+    """The project, the home and a directory outside both, with their secrets; and a control copy of it."""
+
+    def __init__(self, identity: str, backend: str) -> None:
+        self.base = Path(tempfile.mkdtemp(prefix="ais-model-", dir=_where(identity, backend)))
+        self.base.chmod(0o755)
+        self.ws: Workspace = new_workspace(self.base, identity, backend)
+        self.secrets: list[str] = []
+        home = self.ws.home
+        self.out = self.base / "out"
+        self.out.mkdir()
+        (self.base / "fsop.py").write_text(FSOP)
+        files = {
+            ".gitignore": ".env\nsecrets/\nnode_modules/\n",
+            ".ai-sandbox.toml": 'block = ["*.tfvars"]\n',
+            "src/app.py": "print(1)\n",
+            "svc/app.py": "print(2)\n",
+            "conf/a.txt": "a\n",
+            "conf/prod.tfvars": self._secret("TFVARS"),
+            ".gemini/settings.json": "{}\n",
+        }
+        for rel, content in files.items():
+            self.ws.write(rel, content)
+        self.ws.git("add", "-A")
+        self._git("commit", "-qm", "init")
+        self._git("checkout", "-qb", "feat")
+        self.ws.write("secrets/README.md", "tracked readme\n")
+        self.ws.git("add", "-f", "secrets/README.md")
+        self._git("commit", "-qm", "feat")
+        self._git("checkout", "-q", "main")
+        for rel, name in (("svc/.env", "SVCENV"), ("secrets/key.txt", "KEY"), (".gemini/.env", "GEMINI")):
+            self.ws.write(rel, self._secret(name))
+        self.ws.write("node_modules/x/index.js", "module.exports = 1\n")
+        (home / ".aws").mkdir()
+        (home / ".aws" / "credentials").write_text(self._secret("AWS"))
+        self.ws.config_file.write_text('block = ["~/.aws/credentials"]\n')
+        self.control = self.base / "control"
+        self.control.mkdir()
+        for name in ("repo", "out"):
+            shutil.copytree(self.base / name, self.control / name, symlinks=True)
+        (self.control / "home").mkdir()
+        (self.control / "fsop.py").write_text(FSOP)
+        shutil.copytree(home / ".aws", self.control / "home" / ".aws", symlinks=True)
+        if self.ws.user:
+            chown_tree(self.base, self.ws.user)
+
+    def _secret(self, name: str) -> str:
+        self.secrets.append(token(f"MODEL{name}"))
+        return self.secrets[-1] + "\n"
+
+    def _git(self, *args: str) -> None:
+        subprocess.run(["git", "-C", str(self.ws.repo), *args], env={**os.environ, **GIT_ENV}, check=True)
+
+    def session(self, actions: list[str]) -> tuple[bool, list[bool]]:
+        """One launch: look for every secret, play the actions, look again. (refused, each action's success)."""
+        probe = (
+            "grep -rsaoh " + " ".join(f"-e {s}" for s in self.secrets) + f" {self.ws.repo} {self.ws.home} {self.out}"
+        )
+        script = [f"{probe}; echo @@start"]
+        script += [f"( {a} ) >/dev/null 2>&1; echo @@$?" for a in actions]
+        script.append(f"{probe}; echo @@end")
+        env = {**GIT_ENV, "OUT": str(self.out)}
+        res = self.ws.run("--", "sh", "-c", "\n".join(script), env=env, timeout=120)
+        PLAYED["launches"] += 1
+        leaked = [s for s in self.secrets if s in res.out + res.err]
+        assert not leaked, f"secret read inside (rc={res.rc}):\n{res.out}\n{res.err}"
+        if "@@start" not in res.out:
+            assert res.rc != 0, res.err
+            assert res.err.startswith("ai-sandbox: error:"), res.err
+            PLAYED["refused"] += 1
+            return True, []
+        assert "@@end" in res.out, (res.rc, res.out, res.err)  # ended by the watcher: the model does not do that
+        codes = [ln[2:] for ln in res.out.splitlines() if ln.startswith("@@") and ln[2:].isdigit()]
+        return False, [c == "0" for c in codes]
+
+    def replay(self, actions: list[str]) -> None:
+        """The same actions in the control world, without a sandbox, as the same identity."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "XDG_"))}
+        env.update(GIT_ENV, HOME=str(self.control / "home"), OUT=str(self.control / "out"))
+        env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.directory", GIT_CONFIG_VALUE_0="*")
+        script = "\n".join(f"( {a} ) >/dev/null 2>&1" for a in actions)
+        argv = ["sh", "-c", script]
+        if self.ws.user:
+            chown_tree(self.control, self.ws.user)
+            from tests.stage import setpriv_argv
+
+            argv = setpriv_argv(self.ws.user.uid, self.ws.user.gid, argv)
+        subprocess.run(argv, cwd=self.control / "repo", env=env, check=False, timeout=120)
+
+    def state(self, repo: Path, home: Path, out: Path) -> dict[str, object]:
+        def git(*args: str) -> str:
+            proc = subprocess.run(
+                ["git", "-c", "safe.directory=*", "-C", str(repo), *args], capture_output=True, text=True, check=False
+            )
+            return proc.stdout + (f"[exit {proc.returncode}]" if proc.returncode else "")
+
+        def files(top: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
+            out: dict[str, str] = {}
+            for dirpath, dirnames, names in os.walk(top):
+                rel = os.path.relpath(dirpath, top)
+                dirnames[:] = sorted(d for d in dirnames if os.path.normpath(os.path.join(rel, d)) not in skip)
+                for name in sorted(names + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
+                    path = os.path.join(dirpath, name)
+                    key = os.path.normpath(os.path.join(rel, name))
+                    out[key] = (
+                        "-> " + os.readlink(path) if os.path.islink(path) else Path(path).read_text(errors="replace")
+                    )
+            return out
+
+        return {
+            "HEAD": git("rev-parse", "--abbrev-ref", "HEAD") + git("rev-parse", "HEAD"),
+            "index": git("ls-files", "-s", "-t"),
+            "status": git("status", "--porcelain"),
+            "work tree": files(repo, (".git",)),
+            "home": files(home, (".local", ".cache", ".config")),
+            "outside": files(out),
+        }
+
+
+class Sessions(RuleBasedStateMachine):
+    identity = "root"
+    backend = "firejail"
+
+    @initialize()
+    def make_world(self) -> None:
+        self.world = World(self.identity, self.backend)
+        self.refused = False
+        PLAYED["sequences"] += 1
+
+    @precondition(lambda self: self.refused)
+    @rule()
+    def after_a_refusal(self) -> None:
+        """Nothing more: the user would look, and `accept` or undo."""
+
+    @precondition(lambda self: not self.refused)
+    @rule(actions=SESSIONS)
+    def session(self, actions: list[str]) -> None:
+        self.refused, ok = self.world.session(actions)
+        if self.refused:
+            return
+        done = [a for a, good in zip(actions, ok, strict=True) if good]
+        self.world.replay(done)
+        time.sleep(0.5 if self.backend == "firejail" else 0)  # firejail: the watcher's end of the session
+        w = self.world
+        mine = w.state(w.ws.repo, w.ws.home, w.out)
+        theirs = w.state(w.control / "repo", w.control / "home", w.control / "out")
+        for key in mine:
+            assert mine[key] == theirs[key], f"{key} differs from the control after {actions} (done: {done})"
+
+    def teardown(self) -> None:
+        if getattr(self, "world", None) is not None:
+            if not self.refused:
+                self.world.session([])  # the last launch looks too
+            shutil.rmtree(self.world.base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("identity", IDENTITIES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_no_session_can_unhide_a_secret_or_change_the_repository_unlike_the_control(identity, backend):
+    require("git")
+    if backend == "bwrap":
+        require("bwrap")
+    machine = type("S", (Sessions,), {"identity": identity, "backend": backend})
+    fast = settings(
+        max_examples=EXAMPLES,
+        stateful_step_count=STEPS,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.explicit, Phase.generate, Phase.shrink],
+        print_blob=True,
+    )
+    if not FUZZ_SECONDS:
+        run_state_machine_as_test(machine, settings=fast)
+        print(f"\nmodel ({identity}, {backend}): {PLAYED}")
+        return
+    until = time.monotonic() + FUZZ_SECONDS / (len(BACKENDS) * len(IDENTITIES))
+    while time.monotonic() < until:
+        run_state_machine_as_test(machine, settings=settings(fast, derandomize=False, max_examples=20))
+    print(f"\nmodel ({identity}, {backend}): {PLAYED}")

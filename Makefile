@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # Run apt-get directly as root, through sudo otherwise.
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install uninstall test lint unit integration system-deps bench clean
+.PHONY: install uninstall test lint unit integration system-deps bench fuzz clean
 
 # ai-sandbox in a venv of its own (pipx, uv tool, or ~/.local/share/ai-sandbox/venv) linked from ~/.local/bin,
 # and firejail when missing; scripts/install.sh says why. INSTALL_WITH=pipx|uv|venv picks the way.
@@ -55,6 +55,12 @@ unit: $(BIN)/pytest
 # `make bench BENCH_ARGS=--quick` for the two small ones.
 bench: $(BIN)/pytest system-deps
 	$(BIN)/python bench/bench.py $(BENCH_ARGS)
+
+# The model of sessions (tests/security/test_model.py) run longer than in `make test`: random sequences for
+# FUZZ_SECONDS in all (split among the backends and identities), then how many sequences and launches it played.
+FUZZ_SECONDS ?= 1800
+fuzz: system-deps $(BIN)/pytest
+	AI_SANDBOX_FUZZ_SECONDS=$(FUZZ_SECONDS) $(BIN)/pytest -q -s tests/security/test_model.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache /tmp/ai-sandbox-tests-$$(id -u)

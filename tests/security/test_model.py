@@ -310,11 +310,13 @@ def test_no_session_can_unhide_a_secret_or_change_the_repository_unlike_the_cont
         phases=[Phase.explicit, Phase.generate, Phase.shrink],
         print_blob=True,
     )
+    before = dict(PLAYED)
+    start = time.monotonic()
     if not FUZZ_SECONDS:
         run_state_machine_as_test(machine, settings=fast)
-        print(f"\nmodel ({identity}, {backend}): {PLAYED}")
-        return
-    until = time.monotonic() + FUZZ_SECONDS / (len(BACKENDS) * len(IDENTITIES))
-    while time.monotonic() < until:
-        run_state_machine_as_test(machine, settings=settings(fast, derandomize=False, max_examples=20))
-    print(f"\nmodel ({identity}, {backend}): {PLAYED}")
+    else:
+        until = start + FUZZ_SECONDS / (len(BACKENDS) * len(IDENTITIES))
+        while time.monotonic() < until:
+            run_state_machine_as_test(machine, settings=settings(fast, derandomize=False, max_examples=20))
+    played = {k: v - before[k] for k, v in PLAYED.items()}
+    print(f"\nmodel ({identity}, {backend}): {played} in {time.monotonic() - start:.0f} s")

@@ -66,18 +66,18 @@ def moved_log(env: Mapping[str, str], root: str) -> str:
     return record_path(env, root) + ".moved"
 
 
-def _moved_logs(record: str) -> list[tuple[int, str]]:
-    """(pid, path) of every session's log of a project."""
-    d, base = os.path.split(record)
+def _log_files(env: Mapping[str, str]) -> list[tuple[str, int, str]]:
+    """(project key, pid, path) of every session's log, of every project (`<key>.moved.<pid>`)."""
+    d = os.path.join(state_dir(env), "hidden")
     try:
         names = os.listdir(d)
     except OSError:
         return []
     out = []
     for name in names:
-        pid = name.removeprefix(base + ".moved.")
-        if pid != name and pid.isdigit():
-            out.append((int(pid), os.path.join(d, name)))
+        key, sep, pid = name.rpartition(".moved.")
+        if sep and pid.isdigit():
+            out.append((key, int(pid), os.path.join(d, name)))
     return out
 
 
@@ -94,24 +94,15 @@ class _Log:
 def _all_logs(env: Mapping[str, str]) -> list[_Log]:
     """Every session's log, of every project: a session of one project may move what another's record holds
     (a global block in the home, a directory both projects hide). Read only when a recorded directory moved."""
-    d = os.path.join(state_dir(env), "hidden")
-    try:
-        names = os.listdir(d)
-    except OSError:
-        return []
     out = []
-    for name in names:
-        key, sep, pid = name.rpartition(".moved.")
-        if not (sep and pid.isdigit()):
-            continue
-        path = os.path.join(d, name)
+    for key, pid, path in _log_files(env):
         try:
             mtime = os.stat(path).st_mtime_ns
         except OSError:
             continue
         data = _read(path) or b""
         paths = None if data.startswith(b"*\0") else {os.fsdecode(p) for p in data.split(b"\0") if p}
-        out.append(_Log(key, paths, _alive(int(pid)), mtime))
+        out.append(_Log(key, paths, _alive(pid), mtime))
     return out
 
 
@@ -154,18 +145,10 @@ def _logged(path: str, seen: set[str]) -> bool:
         p = parent
 
 
-def _settled_logs(record: str) -> list[str]:
-    """The logs of sessions that had ended when this launch looked (a running session keeps its own)."""
-    out = []
-    for pid, path in _moved_logs(record):
-        try:
-            os.kill(pid, 0)
-            continue  # still running
-        except ProcessLookupError:
-            out.append(path)
-        except OSError:
-            continue
-    return out
+def _settled_logs(env: Mapping[str, str], root: str) -> list[str]:
+    """The logs of the project's sessions that had ended when this launch looked (a running one keeps its own)."""
+    key = project_key(root)
+    return [path for k, pid, path in _log_files(env) if k == key and not _alive(pid)]
 
 
 def _index_path(env: Mapping[str, str]) -> str:
@@ -440,7 +423,7 @@ def _examine(
     others = _related(roots, cwds, root, root_id, cwd, before is None)
     stale = roots.get(root) != root_id or _last_root(cwds, cwd) != root
     rec = Record(
-        path, now, before == now, index if stale else "", root, root_id, cwd, _settled_logs(path),
+        path, now, before == now, index if stale else "", root, root_id, cwd, _settled_logs(env, root),
         gpath, gnow, gbefore == gnow,
     )  # fmt: skip
     sources = [(r, _read(record_path(env, r)), _mtime(record_path(env, r))) for r in others]
@@ -550,7 +533,7 @@ def forget(env: Mapping[str, str], root: str, cwd: str = "") -> int:
     n += gbefore not in (None, MAGIC)
     write_atomic(path, MAGIC)
     write_atomic(gpath, MAGIC)
-    for log in _settled_logs(path):
+    for log in _settled_logs(env, root):
         _drop(log)
 
     def change(roots: dict[str, bytes], cwds: dict[str, str]) -> None:

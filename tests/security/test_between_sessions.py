@@ -18,20 +18,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PY, Result, Workspace, chown_tree, token
+from tests.security.test_record import _session, _show
 
 pytestmark = pytest.mark.sandbox
 BACKENDS = ("firejail", "bwrap")
-
-
-def _show(res: Result) -> Result:
-    print(f"--- rc={res.rc}\n--- stdout\n{res.out}\n--- stderr\n{res.err}")  # shown when a test fails
-    return res
-
-
-def _session(ws: Workspace, script: str, cwd: Path | None = None) -> Result:
-    res = _show(ws.run("--", "sh", "-c", f"{script}; echo @@attacked; true", cwd=cwd))
-    assert res.rc == 0 and "@@attacked" in res.out, res.err
-    return res
 
 
 def _refused(res: Result, *secrets: str) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from ai_sandbox import tools
 from ai_sandbox.errors import PolicyError, UnavailableError
-from ai_sandbox.fs import inside
+from ai_sandbox.fs import below, inside
 from ai_sandbox.records import value
 
 # Read-only calls must not run code a cloned repository configured (fsmonitor hooks).
@@ -178,8 +178,44 @@ def git_output(args: list[str], cwd: str, stdin: bytes | None = None) -> bytes:
     return _git(args, cwd, stdin)
 
 
-def git_run(args: list[str], cwd: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return _run(args, cwd, stdin)
+def index_write(args: list[str], cwd: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    """A git command that writes the index (update-index), with every filter driver emptied: writing the index,
+    git reads a racily clean file again through its clean filter, which a session can define in .git/config and
+    attach to every path in .git/info/attributes (both writable inside). It ran outside the sandbox as the user
+    and copied a hidden .env (red team, C2)."""
+    return _run(args, cwd, stdin, env=no_filters(cwd))
+
+
+_CONFIG_TIMEOUT = 10.0  # seconds: an include a session pointed at a FIFO must not hang the launch
+
+
+def no_filters(cwd: str) -> dict[str, str]:
+    """The environment for a git call that may read a work-tree file: every filter driver git's config defines
+    here (read now, by git, includes and all) set to no clean, smudge or process command and not required. Given
+    as GIT_CONFIG_KEY_n/VALUE_n, which git never splits at `=` (a driver's name may hold one)."""
+    args = ["config", "-z", "--get-regexp", r"^filter\."]
+    try:
+        proc = _run(args, cwd, timeout=_CONFIG_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise PolicyError(
+            f"git config took longer than {_CONFIG_TIMEOUT:.0f} s in {cwd}",
+            "check the repository's config and what it includes (a FIFO?)",
+        ) from None
+    if proc.returncode not in (0, 1):  # 1: no filter at all
+        raise _git_error(args, cwd, proc.stderr)
+    keys = [rec.partition("\n")[0] for rec in _split_z(proc.stdout)]  # filter.<name>.<variable>
+    names = sorted({key[len("filter.") :].rpartition(".")[0] for key in keys} - {""})
+    env = dict(os.environ)
+    count = env.get("GIT_CONFIG_COUNT") or "0"
+    if not count.isdigit():
+        raise PolicyError(f"GIT_CONFIG_COUNT={count} is not a number", "unset it, or give git a count")
+    n = int(count)
+    for name in names:
+        for var, setting in (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false")):
+            env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = f"filter.{name}.{var}", setting
+            n += 1
+    env["GIT_CONFIG_COUNT"] = str(n)
+    return env
 
 
 def _git(args: list[str], cwd: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> bytes:
@@ -481,12 +517,14 @@ def other_checkouts(repo: Repo) -> list[Repo]:
     deleted, or that another repository claims, is skipped: git itself calls it prunable)."""
     common = os.path.realpath(repo.common_dir)
     here = os.path.realpath(repo.root)
+    base = os.path.join(common, "worktrees")
     found = []
-    if os.path.basename(common) == ".git":  # a bare repository has no main work tree
+    # the main work tree, seen from a linked one (from the main one itself moved by core.worktree, the directory
+    # holding .git is no checkout: part of this project, and its own rules apply); a bare repository has none
+    if os.path.basename(common) == ".git" and below(_git_dir_of(here), base):
         main = os.path.dirname(common)
         if main != here and _git_dir_of(main) == common:
             found.append(main)
-    base = os.path.join(common, "worktrees")
     try:
         names = sorted(os.listdir(base))
     except OSError:
@@ -698,8 +736,13 @@ def blob_changes(root: str, extra: list[str]) -> Iterator[tuple[str, int, str, s
 
 
 def modified(repo: Repo) -> set[str]:
-    """Tracked files whose work-tree bytes may differ from the index (stat-dirty ones included)."""
-    return set(_split_z(_git(["diff-files", "--name-only", "-z"], repo.root)))
+    """Tracked files whose work-tree bytes may differ from the index (stat-dirty ones included). diff-files reads
+    a stat-dirty file through its clean filter: none runs (no_filters)."""
+    args = ["diff-files", "--name-only", "-z"]
+    proc = _run(args, repo.root, env=no_filters(repo.root))
+    if proc.returncode != 0:
+        raise _git_error(args, repo.root, proc.stderr)
+    return set(_split_z(proc.stdout))
 
 
 def unreachable_commits(root: str) -> list[str]:

@@ -46,7 +46,6 @@ class Prepared:
     profile: profiles.Profile
     command: list[str]  # the agent's argv, executable resolved: what the backend wraps
     trees: list[layers.Tree] = factory(list)  # what git listed
-    siblings: list[layers.Tree] = factory(list)  # what git listed in the repository's other worktrees
     marks: skipworktree.Marks = factory(skipworktree.Marks)  # the hidden tracked files, per work tree
     seen: idents.Snapshot = factory(idents.Snapshot)  # the one look at what each mask is on (idents.py)
     on_hidden_change: str = "end"
@@ -168,9 +167,6 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
         others.append(one.policy(sibling.root, sibling, sibling_cfg, config_files=sibling_cfg.files))
     if others:
         merge(policy, [p for p, _ in others], home=home, limit=limit)
-        for p, c in others:
-            for t in c.trees:  # absolute from here on: os.path.join(this root, prefix) is the other checkout
-                t.prefix = os.path.join(p.root, t.prefix)
     # one look at what the masks are on, before anything is written: the record, the launch check and the
     # watcher compare with it (idents.py)
     seen = idents.take(policy)
@@ -191,7 +187,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
     plan = backend.plan(policy, command, env, seen)
     return Prepared(
         policy, backend, plan, profile, command, collected.trees, on_hidden_change=user_cfg.on_hidden_change, env=env,
-        marks=marks, seen=seen, findings=findings, history=found, siblings=[t for _, c in others for t in c.trees],
+        marks=marks, seen=seen, findings=findings, history=found,
     )  # fmt: skip
 
 
@@ -307,8 +303,7 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
     """What runs once the sandbox of pid is gone (in the watcher; and at once under a supervised backend): the
     index marks of hidden tracked files cleared (skipworktree.py), and what git wrote into hidden directories
     written on the host (restore.py). None when there is nothing to do."""
-    policy, env, marks = prepared.policy, prepared.env, prepared.marks
-    trees = prepared.trees + prepared.siblings
+    policy, env, marks, trees, seen = prepared.policy, prepared.env, prepared.marks, prepared.trees, prepared.seen
     dirs = policy.in_git and any(m.is_dir for m in policy.masks)
     if not (marks.needs or dirs):
         return None
@@ -319,7 +314,7 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
         if dirs:
             from ai_sandbox import restore  # after the session, never on the launch path
 
-            restore.after(restore.pending(policy, trees, marks))
+            restore.after(policy.root, seen, restore.pending(policy, trees, marks), env)
 
     return end
 

@@ -312,18 +312,20 @@ def merge(
 ) -> None:
     """Add what the policies of the repository's other checkouts hide (their own rules, built by `build` with
     their own root and config) to this launch's: the agent may read a sibling worktree, never what that
-    checkout's own launch would hide. Never a mask that would hide this project, a directory above it or the
-    home (a main checkout's ignored `.worktrees/` holding this one): this project's own rules apply inside it.
+    checkout's own launch would hide. This project's own rules alone apply inside it: never a mask that would
+    hide it, a directory above it or the home, nor one inside it from a checkout that holds it (a main
+    checkout's ignored `.worktrees/` holding this one). A checkout is files in the git directory, which a
+    session can write: only masks come from it, never what it keeps readable (which the record exempts).
     Each mask says which checkout it comes from; past the limit, directories are hidden whole as in `build`."""
     protected = _protected(policy.root, home)
     extra: list[Mask] = []
     for other in others:
         where = f" (in the worktree {other.root})"
+        holds_us = below(policy.root, other.root)
         for m in other.masks:
-            if m.path in protected or inside(policy.root, m.path):
+            if m.path in protected or inside(policy.root, m.path) or (holds_us and inside(m.path, policy.root)):
                 continue
             extra.append(Mask(m.path, m.is_dir, m.layer, m.reason + where, m.origin, m.how, m.detail))
-        policy.kept += other.kept
         policy.covered += other.covered
         policy.capped += other.capped
         policy.tracked += other.tracked

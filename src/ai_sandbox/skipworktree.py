@@ -246,7 +246,7 @@ def _update_index(tree: str, flag: str, paths: list[str], wait: float) -> None:
     deadline = time.monotonic() + wait
     delay = 0.02
     while True:
-        proc = git.git_run(["update-index", "-z", flag, "--stdin"], tree, data)
+        proc = git.index_write(["update-index", "-z", flag, "--stdin"], tree, data)
         if proc.returncode == 0:
             return
         text = os.fsdecode(proc.stderr)

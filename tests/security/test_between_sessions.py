@@ -316,3 +316,106 @@ def _argv(ws: Workspace) -> list[str]:
 
     cmd = [AIS, *ws.backend_args]
     return setpriv_argv(ws.user.uid, ws.user.gid, cmd) if ws.user else cmd
+
+
+# --- the fourth red team, on these fixes ----------------------------------------------------------------------
+
+
+def test_a_filter_a_session_plants_never_runs_outside_when_the_marks_are_set_or_cleared(ws, firejail):
+    """C2: the session sets `filter.x.clean` in .git/config and `* filter=x` in .git/info/attributes (both
+    writable inside); `git update-index`, which sets and clears the marks of hidden tracked files outside the
+    sandbox, writes the index and so re-reads racily clean files through their clean filter: the program ran
+    outside, as the user, and copied the hidden .env (9 of 10 runs). ai-sandbox's index writes now empty every
+    filter driver git's config defines."""
+    secret = token("FILTERSECRET")
+    ws.write(".gitignore", ".env\n")
+    ws.write(".ai-sandbox.toml", 'block = ["*.tfvars"]\n')
+    ws.write("prod.tfvars", "tf\n")
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "tracked and blocked")
+    ws.write(".env", secret + "\n")
+    pwned = ws.base / "pwned"
+    payload = ws.base / "payload.sh"
+    payload.write_text(f"#!/bin/sh\ncat {ws.repo}/.env >> {pwned} 2>/dev/null; cat\n")
+    payload.chmod(0o755)
+    plant = f"git config filter.x.clean {payload} && git config filter.x.process {payload} && "
+    plant += "echo '* filter=x' >> .git/info/attributes"
+    for _ in range(3):  # the racy-clean check needs a file as new as the index: touched each time
+        _session(ws, f"{plant}; touch prod.tfvars README.md")
+        time.sleep(0.5)  # firejail: the watcher clears the marks once the sandbox is gone
+        assert not pwned.exists() or secret not in pwned.read_text(), "the session's filter ran outside"
+    assert not pwned.exists()
+
+
+FAKE_WORKTREE = """
+C=$(git rev-parse --path-format=absolute --git-common-dir)
+mkdir -p "$C/worktrees/evil" && echo "$TARGET/.git" > "$C/worktrees/evil/gitdir"
+echo ../.. > "$C/worktrees/evil/commondir" && git rev-parse HEAD > "$C/worktrees/evil/HEAD"
+mkdir -p "$TARGET" && echo "gitdir: $C/worktrees/evil" > "$TARGET/.git"
+printf 'block = ["planted/"]\\n' > "$TARGET/.ai-sandbox.toml"
+cd "$TARGET" && git read-tree --empty && b=$(echo dummy | git hash-object -w --stdin)
+git update-index --add --cacheinfo "100644,$b,planted/dummy.txt"
+"""
+PLANT = """
+cd "$TARGET" && b=$(echo PLANTED | git hash-object -w --stdin)
+git update-index --add --cacheinfo "100644,$b,planted/profile.toml"
+"""
+
+
+def test_a_worktree_a_session_registers_gets_nothing_written_into_it(ws, firejail):
+    """R2: a session writes `.git/worktrees/evil/gitdir` naming a directory of its choice (the red team: ~/.config)
+    and a `.git` file there; the next launch took it for another checkout of the repository, hid what its planted
+    `.ai-sandbox.toml` blocks, and after the session wrote what that checkout's index (writable inside) tracks
+    there into it: a profile in ~/.config/ai-sandbox/ that kept `.env` readable everywhere. Files git wrote are
+    now written back only inside the project the launch looked at."""
+    target = ws.home / "target"
+    env = {"TARGET": str(target)}
+    res = _show(ws.run("--", "sh", "-c", FAKE_WORKTREE + "echo @@attacked", env=env))
+    assert res.rc == 0 and "@@attacked" in res.out, res.err
+    res = _show(ws.run("--", "sh", "-c", PLANT + "echo @@attacked", env=env))
+    assert "@@attacked" in res.out, res.err
+    time.sleep(0.5)
+    assert not (target / "planted" / "profile.toml").exists()
+
+
+SWAP_ROOT = r"""
+import ctypes, os, sys
+root, target = os.getcwd(), sys.argv[1]
+os.symlink(target, root + ".lnk")
+libc = ctypes.CDLL(None, use_errno=True)
+sys.exit(libc.renameat2(-100, root.encode(), -100, (root + ".lnk").encode(), 2))  # RENAME_EXCHANGE
+"""
+
+
+def test_a_project_root_swapped_for_a_link_gets_nothing_written_through_it(ws, firejail):
+    """R1: the session makes a repository whose work tree is another directory and whose index tracks a file in a
+    directory hidden in the project, then swaps the project root for a link to it just before it ends: restore
+    followed the link, and git ran there. Now restore writes only into the root the launch looked at (its device
+    and inode), opened without following a link."""
+    ws.write(".gitignore", ".env\nplanted/\n")
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "ignore planted/")
+    ws.write("planted/old.txt", "x\n")
+    target = ws.home / "target"
+    (target / "planted").mkdir(parents=True)
+    (ws.base / "swap.py").write_text(SWAP_ROOT)
+    script = (
+        f"cd {target} && git init -q . && b=$(echo PLANTED | git hash-object -w --stdin) && "
+        "git update-index --add --cacheinfo 100644,$b,planted/profile.toml && rmdir planted && "
+        f"cd {ws.repo} && {PY} {ws.base / 'swap.py'} {target}"
+    )
+    _show(ws.run("--", "sh", "-c", script))
+    time.sleep(0.5)
+    assert not (target / "planted" / "profile.toml").exists()
+
+
+def test_what_restore_wrote_is_not_reported_again(ws, firejail):
+    """L1: under bwrap the launch ends the session itself and the watcher did it again: the second pass found the
+    file the first had written and said "yours is kept; git status shows it modified", which was false."""
+    secret = token("F5SECRET")
+    _branch_repo(ws, ws.repo, secret)
+    res = _session(ws, "git checkout -q feat 2>&1")
+    time.sleep(0.5)
+    if (ws.repo / "secrets" / "README.md").exists():  # a read-only mask refuses the checkout instead
+        assert "yours is kept" not in res.err
+        assert "written on the host" in res.err

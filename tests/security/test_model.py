@@ -63,7 +63,10 @@ else:
 
 # Where things are and may go. $HOME and $OUT are the world's (the control has its own); the rest is relative
 # to the repository.
-DIRS = ["svc", "secrets", "conf", ".gemini", "src", "node_modules/x", "$HOME/.aws"]
+# Not conf/, which holds the blocked tracked file: moved by plain mv, git inside still takes the index's copy
+# (its skip-worktree mark), so `commit -a` does not record its deletion and `reset --hard` does not write it
+# back (a documented gap); `git mv conf conf2` is among the git actions.
+DIRS = ["svc", "secrets", ".gemini", "src", "node_modules/x", "$HOME/.aws"]
 PLACES = ["svc2", "src/deep/moved", "node_modules/y", ".gemini/inner", "$OUT/stash", "$HOME/.aws_old", "$HOME/far/aws"]
 
 FS_ACTIONS = st.one_of(
@@ -172,7 +175,9 @@ class World:
         self.ws.write("node_modules/x/index.js", "module.exports = 1\n")
         (home / ".aws").mkdir()
         (home / ".aws" / "credentials").write_text(self._secret("AWS"))
-        self.ws.config_file.write_text('block = ["~/.aws/credentials"]\n')
+        # warn: a swap changes what a hidden path names, and ending the session midway would leave an action half
+        # counted; inside one session the masks move with what they hide (the probe checks it)
+        self.ws.config_file.write_text('block = ["~/.aws/credentials"]\non_hidden_change = "warn"\n')
         self.control = self.base / "control"
         self.control.mkdir()
         for name in ("repo", "out"):
@@ -208,7 +213,7 @@ class World:
             assert res.err.startswith("ai-sandbox: error:"), res.err
             PLAYED["refused"] += 1
             return True, []
-        assert "@@end" in res.out, (res.rc, res.out, res.err)  # ended by the watcher: the model does not do that
+        assert "@@end" in res.out, (res.rc, res.out, res.err)  # never ended midway (warn mode)
         codes = [ln[2:] for ln in res.out.splitlines() if ln.startswith("@@") and ln[2:].isdigit()]
         return False, [c == "0" for c in codes]
 
@@ -227,6 +232,14 @@ class World:
         subprocess.run(argv, cwd=self.control / "repo", env=env, check=False, timeout=120)
 
     def state(self, repo: Path, home: Path, out: Path) -> dict[str, object]:
+        places = ((str(repo), "<repo>"), (str(home), "<home>"), (str(out), "<out>"))
+
+        def link(path: str) -> str:
+            target = os.readlink(path)
+            for where, name in places:  # the same link in either world
+                target = target.replace(where, name)
+            return "-> " + target
+
         def git(*args: str) -> str:
             proc = subprocess.run(
                 ["git", "-c", "safe.directory=*", "-C", str(repo), *args], capture_output=True, text=True, check=False
@@ -241,9 +254,7 @@ class World:
                 for name in sorted(names + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
                     path = os.path.join(dirpath, name)
                     key = os.path.normpath(os.path.join(rel, name))
-                    out[key] = (
-                        "-> " + os.readlink(path) if os.path.islink(path) else Path(path).read_text(errors="replace")
-                    )
+                    out[key] = link(path) if os.path.islink(path) else Path(path).read_text(errors="replace")
             return out
 
         return {

@@ -16,7 +16,7 @@ from ai_sandbox.backends import LaunchPlan, Settings, select
 from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
 from ai_sandbox.layers.outputs import OutputListings
 from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, Pattern, PatternSet, Source
-from ai_sandbox.policy import CONFIG, HISTORY, LOUD, NOT_GIT, Notice, Policy, build, check_reachable, merge
+from ai_sandbox.policy import CONFIG, HISTORY, LOUD, NOT_GIT, Notice, Policy, build, check_reachable, is_system, merge
 from ai_sandbox.records import factory, record
 
 TYPE_CHECKING = False
@@ -162,6 +162,8 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
     policy, collected = one.policy(root, repo, project_cfg, cwd=cwd, notices=notices, config_files=config_files)
     others = []
     for sibling in git.other_checkouts(repo) if repo is not None else []:
+        if is_system(sibling.root) or fs.inside(home, sibling.root):
+            continue  # `/`, a system directory, the home or above: a forged worktree (a session can write them)
         sibling_cfg = config.load_project(sibling.root)
         config.check_project_allow(sibling_cfg, user_cfg, sibling.root)
         others.append(one.policy(sibling.root, sibling, sibling_cfg, config_files=sibling_cfg.files))

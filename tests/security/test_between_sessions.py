@@ -419,3 +419,14 @@ def test_what_restore_wrote_is_not_reported_again(ws, firejail):
     if (ws.repo / "secrets" / "README.md").exists():  # a read-only mask refuses the checkout instead
         assert "yours is kept" not in res.err
         assert "written on the host" in res.err
+
+
+def test_a_worktree_forged_at_the_home_is_not_read(ws, firejail):
+    """A forged worktree at the home (or `/`, or a system directory; root can write /.git) would make every launch
+    list the whole home with git, and its files decide what the launch does: not a checkout."""
+    env = {"TARGET": str(ws.home)}
+    res = _show(
+        ws.run("--", "sh", "-c", FAKE_WORKTREE + "echo 'block = [' > $TARGET/.ai-sandbox.toml; echo @@ok", env=env)
+    )
+    assert "@@ok" in res.out, res.err
+    assert _show(ws.run("--", "true", env=env)).rc == 0  # its malformed config is never read

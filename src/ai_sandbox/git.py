@@ -153,12 +153,30 @@ class Scan:
         self._tracked, self._gitlinks, self._skip = tracked, links, skip
 
 
+# Seconds any git call may take. None takes that long on a sane repository (a monorepo's listing: ~2 s), but
+# git reads .git/config, and a session can make it include a FIFO: every later call of ai-sandbox's hung, the
+# watcher's release of the index marks and the next launch included (red team, T2).
+TIMEOUT = 120.0
+QUICK = 20.0  # the first question of a launch (which repository is this?), answered in milliseconds
+
+
+class GitTimeout(PolicyError):
+    """A git call took longer than its time limit."""
+
+
+def _timeout(args: list[str], cwd: str, limit: float) -> GitTimeout:
+    return GitTimeout(
+        f"git {args[0]} took longer than {limit:.0f} s in {cwd}",
+        "check the repository's config and the files it includes (a FIFO left in .git by a session?)",
+    )
+
+
 def _run(
     args: list[str],
     cwd: str,
     stdin: bytes | None = None,
     env: dict[str, str] | None = None,
-    timeout: float | None = None,
+    timeout: float = TIMEOUT,
     new_session: bool = False,
 ) -> subprocess.CompletedProcess[bytes]:
     try:
@@ -166,6 +184,8 @@ def _run(
             [*_GIT, *args], cwd=cwd, input=stdin, capture_output=True, env=env, timeout=timeout,
             start_new_session=new_session,
         )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise _timeout(args, cwd, timeout) from None
     except FileNotFoundError:
         raise UnavailableError(
             f"git is not installed (looked in {tools.where()})",
@@ -173,53 +193,38 @@ def _run(
         ) from None
 
 
-def git_output(args: list[str], cwd: str, stdin: bytes | None = None) -> bytes:
+def git_output(args: list[str], cwd: str, stdin: bytes | None = None, timeout: float = TIMEOUT) -> bytes:
     """git's stdout; a failure refuses with git's first line."""
-    return _git(args, cwd, stdin)
+    return _git(args, cwd, stdin, timeout=timeout)
 
 
-def index_write(args: list[str], cwd: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    """A git command that writes the index (update-index), with every filter driver emptied: writing the index,
-    git reads a racily clean file again through its clean filter, which a session can define in .git/config and
-    attach to every path in .git/info/attributes (both writable inside). It ran outside the sandbox as the user
-    and copied a hidden .env (red team, C2)."""
-    return _run(args, cwd, stdin, env=no_filters(cwd))
-
-
-_CONFIG_TIMEOUT = 10.0  # seconds: an include a session pointed at a FIFO must not hang the launch
-
-
-def no_filters(cwd: str) -> dict[str, str]:
-    """The environment for a git call that may read a work-tree file: every filter driver git's config defines
-    here (read now, by git, includes and all) set to no clean, smudge or process command and not required. Given
-    as GIT_CONFIG_KEY_n/VALUE_n, which git never splits at `=` (a driver's name may hold one)."""
-    args = ["config", "-z", "--get-regexp", r"^filter\."]
+def index_write(args: list[str], root: str, stdin: bytes, place: str) -> subprocess.CompletedProcess[bytes]:
+    """A git command that only changes index entries' flags (update-index --[no-]skip-worktree), run with an
+    empty directory of its own, made in place (ai-sandbox's cache: read-only inside every sandbox), as the work
+    tree. Writing the index, git re-reads each racily clean file through its clean filter; a session can define
+    one in .git/config (or in a file it includes: a FIFO that serves one text, then another) and attach it to
+    every path in .git/info/attributes (all writable inside): it ran outside the sandbox as the user and copied
+    a hidden .env (red team, C2 and T1). With no file where git looks, git opens none and no filter runs,
+    whatever the config says when git reads it."""
+    git_dir = git_dir_of(root)
+    if not git_dir:
+        raise PolicyError(f"cannot find the git directory of {root}", "check its .git")
+    empty = os.path.join(place, f"empty-worktree-{os.getpid()}")
+    os.makedirs(empty, mode=0o700, exist_ok=True)
     try:
-        proc = _run(args, cwd, timeout=_CONFIG_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise PolicyError(
-            f"git config took longer than {_CONFIG_TIMEOUT:.0f} s in {cwd}",
-            "check the repository's config and what it includes (a FIFO?)",
-        ) from None
-    if proc.returncode not in (0, 1):  # 1: no filter at all
-        raise _git_error(args, cwd, proc.stderr)
-    keys = [rec.partition("\n")[0] for rec in _split_z(proc.stdout)]  # filter.<name>.<variable>
-    names = sorted({key[len("filter.") :].rpartition(".")[0] for key in keys} - {""})
-    env = dict(os.environ)
-    count = env.get("GIT_CONFIG_COUNT") or "0"
-    if not count.isdigit():
-        raise PolicyError(f"GIT_CONFIG_COUNT={count} is not a number", "unset it, or give git a count")
-    n = int(count)
-    for name in names:
-        for var, setting in (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false")):
-            env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = f"filter.{name}.{var}", setting
-            n += 1
-    env["GIT_CONFIG_COUNT"] = str(n)
-    return env
+        if os.listdir(empty):
+            raise PolicyError(f"{empty} is not empty", "remove it")
+        env = {**os.environ, "GIT_DIR": git_dir, "GIT_WORK_TREE": empty}
+        return _run(args, empty, stdin, env=env, timeout=QUICK)
+    finally:
+        with contextlib.suppress(OSError):
+            os.rmdir(empty)
 
 
-def _git(args: list[str], cwd: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> bytes:
-    proc = _run(args, cwd, stdin)
+def _git(
+    args: list[str], cwd: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,), timeout: float = TIMEOUT
+) -> bytes:
+    proc = _run(args, cwd, stdin, timeout=timeout)
     if proc.returncode not in ok:
         raise _git_error([a for a in args if not a.startswith(("-c", "filter."))], cwd, proc.stderr)
     return proc.stdout
@@ -254,7 +259,7 @@ def find_repo(cwd: str) -> Repo | None:
     set_ = [name for name in REPO_VARIABLES if name in os.environ]
     if set_:
         return _find_repo_with(cwd, set_)
-    proc = _run(_WHERE, cwd)
+    proc = _run(_WHERE, cwd, timeout=QUICK)
     if proc.returncode != 0:
         if b"not a git repository" in proc.stderr:
             return None
@@ -372,7 +377,7 @@ def scan(repo: Repo) -> Scan:
         raise UnavailableError(
             f"git is not installed (looked in {tools.where()})", "install git (e.g. `sudo apt-get install git`)"
         ) from None
-    outputs, errors = _drain(procs)
+    outputs, errors = _drain(procs, repo.root)
     for name, proc in procs.items():
         if proc.returncode not in ((0, 1) if name == "config" else (0,)):  # config: 1 when no key is set
             raise _git_error(calls[name], repo.root, errors[name])
@@ -473,9 +478,13 @@ def _read_config(out: bytes, root: str) -> tuple[str, str, bool]:
     return attributes, crypt, sparse
 
 
-def _drain(procs: dict[str, subprocess.Popen[bytes]]) -> tuple[dict[str, bytes], dict[str, bytes]]:
+def _drain(procs: dict[str, subprocess.Popen[bytes]], root: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
     """Read every pipe as it fills: git blocks on a full pipe, and a monorepo's index is megabytes
-    (read one call after the other, the index would only finish after the slowest walk)."""
+    (read one call after the other, the index would only finish after the slowest walk). All of it within
+    TIMEOUT: past it the calls are killed and the launch refuses."""
+    import time
+
+    deadline = time.monotonic() + TIMEOUT
     sel = selectors.DefaultSelector()
     chunks: dict[tuple[str, int], list[bytes]] = {}
     for name, proc in procs.items():
@@ -484,7 +493,14 @@ def _drain(procs: dict[str, subprocess.Popen[bytes]]) -> tuple[dict[str, bytes],
             sel.register(stream, selectors.EVENT_READ, (name, which, stream))
             chunks[(name, which)] = []
     while sel.get_map():
-        for key, _ in sel.select():
+        ready = sel.select(max(0.0, deadline - time.monotonic()))
+        if not ready and time.monotonic() >= deadline:
+            for proc in procs.values():
+                proc.kill()
+                proc.wait()
+            sel.close()
+            raise _timeout(["ls-files"], root, TIMEOUT)
+        for key, _ in ready:
             data = os.read(key.fd, 1 << 20)
             name, which, stream = key.data
             if data:
@@ -521,9 +537,9 @@ def other_checkouts(repo: Repo) -> list[Repo]:
     found = []
     # the main work tree, seen from a linked one (from the main one itself moved by core.worktree, the directory
     # holding .git is no checkout: part of this project, and its own rules apply); a bare repository has none
-    if os.path.basename(common) == ".git" and below(_git_dir_of(here), base):
+    if os.path.basename(common) == ".git" and below(git_dir_of(here), base):
         main = os.path.dirname(common)
-        if main != here and _git_dir_of(main) == common:
+        if main != here and git_dir_of(main) == common:
             found.append(main)
     try:
         names = sorted(os.listdir(base))
@@ -536,12 +552,12 @@ def other_checkouts(repo: Repo) -> list[Repo]:
         except OSError:
             continue
         root = os.path.realpath(os.path.dirname(dotgit))
-        if root != here and _git_dir_of(root) == os.path.join(base, name):
+        if root != here and git_dir_of(root) == os.path.join(base, name):
             found.append(root)
     return [Repo(root=r, common_dir=common) for r in dict.fromkeys(found)]
 
 
-def _git_dir_of(root: str) -> str:
+def git_dir_of(root: str) -> str:
     """The git directory root/.git is or names (`gitdir: …` in a linked worktree's file), as a real path."""
     dotgit = os.path.join(root, ".git")
     if os.path.isdir(dotgit) and not os.path.islink(dotgit):
@@ -645,27 +661,6 @@ def index_entries(root: str, dirs: list[str]) -> list[tuple[str, str, str, str]]
     return out
 
 
-def blobs(root: str, oids: list[str]) -> dict[str, bytes]:
-    """The content of these objects, as stored (no filter runs); one `cat-file --batch`, no lazy fetch."""
-    wanted = list(dict.fromkeys(oids))
-    env = {**os.environ, "GIT_NO_LAZY_FETCH": "1"}
-    proc = _run(["cat-file", "--batch"], root, "".join(o + "\n" for o in wanted).encode(), env=env)
-    out: dict[str, bytes] = {}
-    data, i = proc.stdout, 0
-    for oid in wanted:
-        end = data.find(b"\n", i)
-        if end == -1:
-            break
-        head = data[i:end].split(b" ")
-        i = end + 1
-        if len(head) != 3 or head[1] != b"blob":
-            continue  # missing, or not a blob
-        size = int(head[2])
-        out[oid] = data[i : i + size]
-        i += size + 1
-    return out
-
-
 def indexed_blob(root: str, rel: str) -> bytes | None:
     """The object id (hex) git's index holds for rel when it is a regular file there; None otherwise."""
     try:
@@ -735,16 +730,6 @@ def blob_changes(root: str, extra: list[str]) -> Iterator[tuple[str, int, str, s
         raise HistoryError(f"git log exited with status {proc.returncode}")
 
 
-def modified(repo: Repo) -> set[str]:
-    """Tracked files whose work-tree bytes may differ from the index (stat-dirty ones included). diff-files reads
-    a stat-dirty file through its clean filter: none runs (no_filters)."""
-    args = ["diff-files", "--name-only", "-z"]
-    proc = _run(args, repo.root, env=no_filters(repo.root))
-    if proc.returncode != 0:
-        raise _git_error(args, repo.root, proc.stderr)
-    return set(_split_z(proc.stdout))
-
-
 def unreachable_commits(root: str) -> list[str]:
     """Commits no ref or reflog reaches (a dropped stash, an expired branch): their trees stay readable
     until git prunes them. fsck's connectivity walk: 2.4 s on 100,000 commits."""
@@ -802,7 +787,7 @@ def _deadline(proc: subprocess.Popen[bytes]) -> threading.Timer:
 def _history_git(args: list[str], root: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> bytes:
     try:
         proc = _run(args, root, stdin, _HISTORY_ENV, HISTORY_TIMEOUT, new_session=True)
-    except subprocess.TimeoutExpired:
+    except GitTimeout:
         raise HistoryError(f"git {args[0]} took longer than {HISTORY_TIMEOUT:.0f} s") from None
     if proc.returncode not in ok:
         raise HistoryError(f"git {args[0]} exited with status {proc.returncode}")

@@ -25,7 +25,7 @@ NONE = b"-"  # a directory that was not there
 class Snapshot:
     files: dict[str, tuple[int, int] | None] = factory(dict)  # each mask's path -> (st_dev, st_ino); None: missing
     dirs: dict[str, bytes] = factory(dict)  # each directory holding a mask or a capped path -> b"DEV:INO" or NONE
-    root: tuple[int, int] | None = None  # the project root (restore.py writes only into that very directory)
+    root: tuple[int, int] | None = None  # the project root (unwritten.py looks only into that very directory)
 
 
 def take(policy: Policy) -> Snapshot:

@@ -280,10 +280,11 @@ def run(req: Request) -> int:
     end = _session_end(prepared)
     # The watcher first: a closed terminal's SIGHUP between setting the marks and forking it would leave them
     # set with nobody to clear them (the watcher ignores it and clears them once this process is gone).
+    ended = None
     if prepared.policy.masks or needs:
         from ai_sandbox import watch
 
-        watch.start(
+        ended = watch.start(
             prepared.policy, prepared.on_hidden_change, state.moved_log(req.env, root), on_end=end, background=refresh,
             seen=prepared.seen,
         )  # fmt: skip
@@ -296,6 +297,8 @@ def run(req: Request) -> int:
         status = supervise.run(prepared.plan)
         if end is not None:  # now, not a moment later in the watcher: the user's next git command must see it
             end(os.getpid())
+            if ended is not None:
+                ended()  # and not again in the watcher
         return status
     _exec(prepared.plan.argv, prepared.plan.env)
     return 127  # not reached
@@ -303,8 +306,8 @@ def run(req: Request) -> int:
 
 def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
     """What runs once the sandbox of pid is gone (in the watcher; and at once under a supervised backend): the
-    index marks of hidden tracked files cleared (skipworktree.py), and what git wrote into hidden directories
-    written on the host (restore.py). None when there is nothing to do."""
+    index marks of hidden tracked files cleared (skipworktree.py), and what git checked out into hidden
+    directories named (unwritten.py). None when there is nothing to do."""
     policy, env, marks, trees, seen = prepared.policy, prepared.env, prepared.marks, prepared.trees, prepared.seen
     dirs = policy.in_git and any(m.is_dir for m in policy.masks)
     if not (marks.needs or dirs):
@@ -314,9 +317,9 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
         if marks.needs:
             skipworktree.release(env, policy.root, pid)
         if dirs:
-            from ai_sandbox import restore  # after the session, never on the launch path
+            from ai_sandbox import unwritten  # after the session, never on the launch path
 
-            restore.after(policy.root, seen, restore.pending(policy, trees, marks), env)
+            unwritten.after(policy.root, seen, unwritten.pending(policy, trees, marks))
 
     return end
 

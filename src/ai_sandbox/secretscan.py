@@ -17,7 +17,7 @@ import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping
 
-from ai_sandbox import git, paths
+from ai_sandbox import paths
 from ai_sandbox.fs import printable, read_json, write_atomic
 from ai_sandbox.records import record
 
@@ -53,13 +53,13 @@ def project_files(policy: Policy, trees: Iterable[Tree]) -> Iterator[tuple[str, 
     """(path, cache key) for every tracked and untracked-not-ignored file the policy leaves readable."""
     for tree in trees:
         root = os.path.join(policy.root, tree.prefix).rstrip("/")
-        blobs = tree.scan.blobs
-        changed = git.modified(tree.scan.repo) if blobs else set()
-        for rel, blob in blobs.items():
+        # keyed by inode, size and mtime, tracked files too: asking git which of them changed (diff-files) reads
+        # stat-dirty files through their clean filters, a submodule's own included (red team, S1)
+        for rel in tree.scan.blobs:
             path = os.path.join(root, rel)
             key = _stat_key(path) if policy.hidden(path) is None else ""  # "": not a regular file (a link)
             if key:
-                yield path, (f"blob:{blob}" if rel not in changed else key)
+                yield path, key
         for rel, is_dir in tree.scan.untracked:
             path = os.path.join(root, rel.rstrip("/"))
             for p in _walk(path) if is_dir else [path]:

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from ai_sandbox import git
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.fs import below, write_atomic
-from ai_sandbox.paths import project_key, state_dir
+from ai_sandbox.paths import cache_dir, project_key, state_dir
 from ai_sandbox.policy import IGNORED, How, Mask, Policy
 from ai_sandbox.records import factory, record
 from ai_sandbox.state import locked
@@ -124,7 +124,7 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
         keep = _needed(live)
         for tree, paths in needs.items():
             keep.setdefault(tree, set()).update(paths)
-        ours = _clear_unneeded(owned, theirs, keep)
+        ours = _clear_unneeded(env, owned, theirs, keep)
         # what git listed as flagged and ai-sandbox did not set (nor found moved) is the user's
         for tree, entries in marks.marked.items():
             theirs[tree] = {p: blob for p, blob in entries.items() if p not in ours.get(tree, set())}
@@ -145,7 +145,7 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
         _save(path, owned, theirs, live)
         try:
             for tree, paths in todo.items():
-                _update_index(tree, "--skip-worktree", paths, _LOCK_WAIT)
+                _update_index(env, tree, "--skip-worktree", paths, _LOCK_WAIT)
         except PolicyError:  # no session runs: what was set stays recorded, for the next launch to clear
             live.pop(str(os.getpid()), None)
             _save(path, owned, theirs, live)
@@ -162,12 +162,13 @@ def release(env: Mapping[str, str], root: str, pid: int) -> None:
         live.pop(str(pid), None)
         owned, theirs = _entries(doc, "owned"), _entries(doc, "theirs")
         try:
-            _clear_unneeded(owned, theirs, _needed(live), wait=10.0)
+            _clear_unneeded(env, owned, theirs, _needed(live), wait=10.0)
         finally:
             _save(path, owned, theirs, live)
 
 
 def _clear_unneeded(
+    env: Mapping[str, str],
     owned: dict[str, dict[str, str]],
     theirs: dict[str, dict[str, str]],
     keep: dict[str, set[str]],
@@ -188,7 +189,7 @@ def _clear_unneeded(
             continue
         still = sorted(p for p in drop if p in now)  # the agent may have removed the file from the index
         if still:
-            _update_index(tree, "--no-skip-worktree", still, wait)
+            _update_index(env, tree, "--no-skip-worktree", still, wait)
         for p in drop:
             del owned[tree][p]
         if not owned[tree]:
@@ -237,16 +238,16 @@ def _flagged_now(tree: str) -> dict[str, str]:
 
 
 def _index_listing(tree: str) -> bytes:
-    return git.git_output(["ls-files", "-z", "--stage", "-t"], tree)
+    return git.git_output(["ls-files", "-z", "--stage", "-t"], tree, timeout=git.QUICK)
 
 
-def _update_index(tree: str, flag: str, paths: list[str], wait: float) -> None:
+def _update_index(env: Mapping[str, str], tree: str, flag: str, paths: list[str], wait: float) -> None:
     """One `update-index` for all paths; git's index.lock held by another git is waited for, then refused."""
     data = b"".join(os.fsencode(p) + b"\0" for p in paths)
     deadline = time.monotonic() + wait
     delay = 0.02
     while True:
-        proc = git.index_write(["update-index", "-z", flag, "--stdin"], tree, data)
+        proc = git.index_write(["update-index", "-z", flag, "--stdin"], tree, data, cache_dir(env))
         if proc.returncode == 0:
             return
         text = os.fsdecode(proc.stderr)

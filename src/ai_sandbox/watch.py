@@ -46,14 +46,17 @@ def start(
     on_end: Callable[[int], None] | None = None,
     background: Callable[[], None] | None = None,
     seen: Snapshot | None = None,
-) -> None:
+) -> Callable[[], None] | None:
     """Fork the watcher for this process, which is about to become the sandbox; returns in the parent.
     mode is config's on_hidden_change: "end" the session, or "warn". on_end(pid) runs once the sandbox is gone
     (the index marks of skipworktree.py are cleared there). background runs once, in a process of its own at
     low priority, while the agent starts (the history walk of history.py: seconds on a large repository).
-    seen: the launch's one look at the masks (idents.py), what each path must still be; None: a look now."""
+    seen: the launch's one look at the masks (idents.py), what each path must still be; None: a look now.
+    Returns what tells the watcher that this process ran on_end itself (a supervised launch ends the session
+    as soon as the sandbox is gone: done twice, its line came twice); a process that execs or dies without
+    calling it leaves on_end to the watcher."""
     if not policy.masks and on_end is None:
-        return
+        return None
     target = os.getpid()
     paths = [m.path for m in policy.masks]
     if moved_log and paths:
@@ -70,14 +73,25 @@ def start(
     # terminal closed as the agent starts) killed the watcher before it could ignore it, and the index
     # marks stayed until the next launch (seen under load in CI). The parent gets its pending ones after.
     signal.pthread_sigmask(signal.SIG_BLOCK, _OUTLIVED)
+    done_r, done_w = os.pipe()  # not inherited by an exec: the backend's start closes it, unwritten
     try:
         pid = os.fork()
     except OSError:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _OUTLIVED)
-        return  # no watcher rather than no agent; the gap is documented
+        os.close(done_r)
+        os.close(done_w)
+        return None  # no watcher rather than no agent; the gap is documented
     if pid != 0:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _OUTLIVED)
-        return
+        os.close(done_r)
+
+        def ended() -> None:
+            with contextlib.suppress(OSError):
+                os.write(done_w, b"1")
+                os.close(done_w)
+
+        return ended
+    os.close(done_w)
     code = 0
     try:
         # out of the agent's process group and session: kill(0, SIGSTOP or SIGKILL) from inside the sandbox
@@ -91,10 +105,18 @@ def start(
         code = 1
     finally:
         try:
-            if on_end is not None:
+            if on_end is not None and not _said(done_r):
                 on_end(target)
         finally:
             os._exit(code)
+
+
+def _said(fd: int) -> bool:
+    """The launch wrote that it ended the session itself (it is gone by now: EOF otherwise)."""
+    try:
+        return os.read(fd, 1) == b"1"
+    except OSError:
+        return False
 
 
 _OUTLIVED = (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PY, Result, Workspace, chown_tree, token
+from tests.conftest import PY, Result, Workspace, chown_tree, plant_env, token
 from tests.security.test_record import _session, _show
 
 pytestmark = pytest.mark.sandbox
@@ -192,12 +192,12 @@ def _tree(path: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("cmd", ["git checkout -q feat", "git merge -q --ff-only feat", "git reset -q --hard feat"])
-def test_files_git_writes_into_a_hidden_directory_are_on_the_host_afterwards(ws, firejail, cmd):
-    """F5: on main `secrets/` is ignored and hidden whole; `feat` tracks a file in it. Old code: checking out
-    feat wrote the file into the session's scratch tmpfs, gone at exit, and the repository ended on feat with
-    the file deleted (the next `commit -a` records the deletion). Now either the repository is the control's,
-    the file on the host, or (a read-only mask, which git cannot even look into) the command failed inside
-    and left the repository as it was."""
+def test_files_git_checks_out_into_a_hidden_directory_are_named_and_written_on_the_users_word(ws, firejail, cmd):
+    """F5: on main `secrets/` is ignored and hidden whole; `feat` tracks a file in it. Old code: checking out feat
+    wrote the file into the session's scratch tmpfs, gone at exit, and the repository ended on feat with the file
+    deleted, silently (the next `commit -a` records the deletion). Now the line after the session names it and
+    the command that writes it; run, the repository is the control's. (Writing it automatically was a write
+    channel into hidden directories: H1.) A read-only mask makes git refuse before it changes anything."""
     secret = token("F5SECRET")
     _branch_repo(ws, ws.repo, secret)
     before = _state(ws, ws.repo)
@@ -205,7 +205,7 @@ def test_files_git_writes_into_a_hidden_directory_are_on_the_host_afterwards(ws,
     res = _session(ws, f"{cmd} 2>&1; echo @@rc=$?; cat secrets/key.txt")
     assert secret not in res.out + res.err
     _control(ws, control, cmd)
-    time.sleep(0.5)  # firejail: the watcher writes them once the sandbox is gone
+    _users_word(ws, res, ["secrets/README.md"])
     if "@@rc=0" in res.out:
         assert _state(ws, ws.repo) == _state(ws, control)
     else:
@@ -213,12 +213,25 @@ def test_files_git_writes_into_a_hidden_directory_are_on_the_host_afterwards(ws,
     assert (ws.repo / "secrets" / "key.txt").read_text() == secret + "\n"
 
 
+def _users_word(ws: Workspace, res: Result, paths: list[str]) -> None:
+    """What the user does after the line that names files git checked out into hidden directories: run the
+    command it gives (only when the session's git got that far: a read-only mask refuses before)."""
+    time.sleep(0.5)  # firejail: the watcher says it once the sandbox is gone (the line is in the captured stderr)
+    missing = [p for p in paths if not (ws.repo / p).exists() and p in ws.git("ls-files")]
+    if not missing:
+        return
+    lines = [ln for ln in res.err.splitlines() if "which the sandbox kept from your disk" in ln]
+    assert len(lines) == 1, res.err  # once: under bwrap the launch and the watcher both end the session
+    assert all(p in lines[0] for p in missing) and "checkout -- PATH" in lines[0]
+    ws.git("checkout", "--", *missing)
+
+
 def test_a_reset_that_writes_into_a_directory_hidden_since_is_as_the_control(ws, firejail, request):
     """Found by the model (test_model.py): `svc/app.py` taken out of the index and `svc/` ignored whole in one
-    session; the next session's `git reset --hard` writes the file back into the hidden directory. In a scratch
-    directory it is written on the host afterwards. A read-only mask (firejail as a user outside its passwd
-    home; a directory of another owner) makes git stop midway, `.gitignore` already reset but not the index:
-    the documented gap, a strict xfail there."""
+    session; the next session's `git reset --hard` writes the file back into the hidden directory: in a scratch
+    directory it is named after the session, and the user's `git checkout -- svc/app.py` makes the repository
+    the control's. A read-only mask (firejail as a user outside its passwd home; a directory of another owner)
+    makes git stop midway, `.gitignore` already reset but not the index: the documented gap, a strict xfail."""
     if ws.backend == "firejail" and ws.unprivileged:
         request.applymarker(pytest.mark.xfail(strict=True, reason="known gap: git stops midway at a read-only mask"))
     secret = token("SVCSECRET")
@@ -234,7 +247,7 @@ def test_a_reset_that_writes_into_a_directory_hidden_since_is_as_the_control(ws,
     res = _session(ws, "git reset -q --hard 2>&1; echo @@rc=$?; cat svc/.env")
     assert secret not in res.out + res.err
     _control(ws, control, "git reset -q --hard")
-    time.sleep(0.5)  # firejail: the watcher writes them once the sandbox is gone
+    _users_word(ws, res, ["svc/app.py"])
     assert _state(ws, ws.repo) == _state(ws, control)
 
 
@@ -409,16 +422,63 @@ def test_a_project_root_swapped_for_a_link_gets_nothing_written_through_it(ws, f
     assert not (target / "planted" / "profile.toml").exists()
 
 
-def test_what_restore_wrote_is_not_reported_again(ws, firejail):
-    """L1: under bwrap the launch ends the session itself and the watcher did it again: the second pass found the
-    file the first had written and said "yours is kept; git status shows it modified", which was false."""
-    secret = token("F5SECRET")
-    _branch_repo(ws, ws.repo, secret)
+def test_the_files_git_checked_out_into_a_hidden_directory_are_named_once(ws, firejail):
+    """L1: under bwrap the launch ends the session itself, and the watcher did it again: the line came twice."""
+    _branch_repo(ws, ws.repo, token("F5SECRET"))
     res = _session(ws, "git checkout -q feat 2>&1")
+    _users_word(ws, res, ["secrets/README.md"])
+
+
+DOTFILES = """
+b=$(printf 'Match exec "cat $HOME/.ssh/id_test > $PWNED"\\n' | git hash-object -w --stdin)
+git update-index --add --cacheinfo "100644,$b,.ssh/config"
+"""
+
+
+def test_nothing_a_session_stages_in_a_hidden_directory_is_written_there(ws, firejail):
+    """H1: the home is a dotfiles repository that ignores `.ssh/`; a session there stages `.ssh/config` (the index
+    is writable inside). When ai-sandbox wrote what git checked out into hidden directories, it wrote that file
+    into the hidden ~/.ssh, and the user's next ssh ran the command in it outside the sandbox."""
+    home = ws.home
+    (home / ".ssh").mkdir(mode=0o700)
+    secret = token("SSHKEY")
+    (home / ".ssh" / "id_test").write_text(secret + "\n")
+    ws.git("init", "-q", str(home))
+    (home / ".gitignore").write_text(".ssh/\n")
+    (home / ".bashrc").write_text("alias ll=ls\n")
+    ws.git("add", ".gitignore", ".bashrc", cwd=home)
+    ws.git("commit", "-qm", "dotfiles", cwd=home)
+    pwned = ws.base / "pwned"
+    res = _show(ws.run("--", "sh", "-c", DOTFILES + "echo @@staged", cwd=home, env={"PWNED": str(pwned)}))
+    assert "@@staged" in res.out, res.err
     time.sleep(0.5)
-    if (ws.repo / "secrets" / "README.md").exists():  # a read-only mask refuses the checkout instead
-        assert "yours is kept" not in res.err
-        assert "written on the host" in res.err
+    assert not (home / ".ssh" / "config").exists()
+    assert ".ssh/config" in res.err  # named, for the user to decide
+
+
+SUBMODULE_FILTER = """
+git init -q sub && echo x > sub/x && git -C sub add x && git -C sub -c user.name=t -c user.email=t@e commit -qm s
+git -C sub config filter.y.clean "$PAYLOAD" && echo '* filter=y' > sub/.git/info/attributes
+git add sub 2>/dev/null; git -c user.name=t -c user.email=t@e commit -qm sub >/dev/null
+touch -d 2001-01-01 sub/x
+"""
+
+
+@pytest.mark.parametrize("command", [["doctor"], ["explain", "--secrets"]])
+def test_a_submodules_filter_never_runs_when_the_secret_scan_looks(ws, firejail, command):
+    """S1: the secret scan asked git which tracked files changed (diff-files), which reads a stat-dirty file through
+    its clean filter, in each submodule with the submodule's own config: a filter a session set there ran outside
+    the sandbox at the user's next doctor, explain --secrets or init. The scan now keys files by inode, size and
+    mtime and asks git nothing about their content."""
+    secret = plant_env(ws)
+    pwned = ws.base / "pwned"
+    payload = ws.base / "payload.sh"
+    payload.write_text(f"#!/bin/sh\ncat {ws.repo}/.env >> {pwned} 2>/dev/null; cat\n")
+    payload.chmod(0o755)
+    res = _show(ws.run("--", "sh", "-c", SUBMODULE_FILTER + "echo @@planted", env={"PAYLOAD": str(payload)}))
+    assert "@@planted" in res.out, res.err
+    _show(ws.run(*command, timeout=120))
+    assert not pwned.exists() or secret not in pwned.read_text(), "the submodule's filter ran outside"
 
 
 def test_a_worktree_forged_at_the_home_is_not_read(ws, firejail):
@@ -430,3 +490,16 @@ def test_a_worktree_forged_at_the_home_is_not_read(ws, firejail):
     )
     assert "@@ok" in res.out, res.err
     assert _show(ws.run("--", "true", env=env)).rc == 0  # its malformed config is never read
+
+
+@pytest.mark.backends("firejail")  # ai-sandbox's own git calls, outside any sandbox
+def test_a_fifo_the_repository_config_includes_never_hangs_the_next_launch(ws, firejail):
+    """T2: a session adds `[include] path = inc` to .git/config and makes .git/inc a FIFO nobody writes: every git
+    call of ai-sandbox hung at the next launch (and the watcher's release of the index marks). Each call has a
+    time limit now; the first question of a launch, 20 s."""
+    _session(ws, "mkfifo .git/inc && printf '[include]\\n\\tpath = inc\\n' >> .git/config")
+    started = time.monotonic()
+    res = _show(ws.run("--", "sh", "-c", "echo @@read", timeout=90))
+    assert time.monotonic() - started < 60
+    assert res.rc == 65 and "@@read" not in res.out
+    assert "took longer than" in res.err and len(res.err.strip().splitlines()) == 1

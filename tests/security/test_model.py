@@ -148,6 +148,7 @@ class World:
         self.base.chmod(0o755)
         self.ws: Workspace = new_workspace(self.base, identity, backend)
         self.secrets: list[str] = []
+        self.said = ""  # the last session's stderr
         home = self.ws.home
         self.out = self.base / "out"
         self.out.mkdir()
@@ -205,6 +206,7 @@ class World:
         script.append(f"{probe}; echo @@end")
         env = {**GIT_ENV, "OUT": str(self.out)}
         res = self.ws.run("--", "sh", "-c", "\n".join(script), env=env, timeout=120)
+        self.said = res.err
         PLAYED["launches"] += 1
         leaked = [s for s in self.secrets if s in res.out + res.err]
         assert not leaked, f"secret read inside (rc={res.rc}):\n{res.out}\n{res.err}"
@@ -216,6 +218,19 @@ class World:
         assert "@@end" in res.out, (res.rc, res.out, res.err)  # never ended midway (warn mode)
         codes = [ln[2:] for ln in res.out.splitlines() if ln.startswith("@@") and ln[2:].isdigit()]
         return False, [c == "0" for c in codes]
+
+    def users_word(self) -> None:
+        """What the user does after the line naming files git checked out into hidden directories (the sandbox
+        keeps them from the disk, unwritten.py): the command it gives, for each file it names."""
+        tracked = subprocess.run(
+            ["git", "-c", "safe.directory=*", "-C", str(self.ws.repo), "ls-files", "-z"], capture_output=True, text=True
+        ).stdout.split("\0")
+        missing = [p for p in tracked if p and not os.path.lexists(self.ws.repo / p)]
+        named = [p for p in missing if os.path.lexists(self.control / "repo" / p)]
+        if named:
+            line = next((ln for ln in self.said.splitlines() if "which the sandbox kept from your disk" in ln), "")
+            assert all(p in line for p in named), f"not named after the session: {named}\n{self.said}"
+            self.ws.git("checkout", "--", *named)
 
     def replay(self, actions: list[str]) -> None:
         """The same actions in the control world, without a sandbox, as the same identity."""
@@ -292,6 +307,7 @@ class Sessions(RuleBasedStateMachine):
         self.world.replay(done)
         time.sleep(0.5 if self.backend == "firejail" else 0)  # firejail: the watcher's end of the session
         w = self.world
+        w.users_word()
         mine = w.state(w.ws.repo, w.ws.home, w.out)
         theirs = w.state(w.control / "repo", w.control / "home", w.control / "out")
         for key in mine:

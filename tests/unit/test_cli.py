@@ -119,7 +119,7 @@ def test_launch_path_does_not_import_typer_rich_pathspec_dataclasses_or_typing()
     """Every module a launch runs, imported as a launch imports them (the backends, the layers, the watcher)."""
     code = (
         "import sys; from ai_sandbox import launch, main, watch, nested, verify, state, skipworktree, fs, paths, idents; "
-        "from ai_sandbox import restore, supervise, history, secretscan; "
+        "from ai_sandbox import unwritten, supervise, history, secretscan; "
         "from ai_sandbox.backends import firejail, docker, bwrap, choose; "
         "from ai_sandbox.layers import outputs, unlisted, ignored, gitcrypt, explicit; "
         f"print(sorted(m for m in {OFF_THE_LAUNCH_PATH!r} if m in sys.modules))"

@@ -1,0 +1,149 @@
+"""Files git checked out into a hidden directory during a session, which the sandbox kept from the disk: named
+once it ends, with the command that writes them.
+
+Inside, a hidden directory is an empty scratch tmpfs of the session (its writes vanish at exit) or a read-only
+mask. When the agent's git checks out a branch, merges or resets to a commit that tracks files in one, git writes
+them into the scratch: the repository then ends on that commit with the files missing from the disk, and the
+user's next `git commit -a` would record their deletion — silently, before (red team, F5; into a read-only mask,
+git refuses before it changes anything). Writing them on the host after the session was tried and dropped: what
+the index holds is the session's choice, so that made a write channel into every hidden directory (a red team
+put an ssh config with `Match exec` into a hidden ~/.ssh of a dotfiles repository, H1; others wrote through a
+root swapped for a link, R1, and a worktree the session registered, R2). So nothing is written: the line after
+the session names the files and the command to review and write them; `git status` shows them deleted until
+then. Only inside the project the launch looked at, its root proved by the device and inode of the launch's
+look, and git run in that very directory (/proc/self/fd).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+from ai_sandbox import git
+from ai_sandbox.errors import SandboxError
+from ai_sandbox.fs import below, inside, printable
+from ai_sandbox.policy import Policy
+from ai_sandbox.records import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ai_sandbox.idents import Snapshot
+    from ai_sandbox.layers import Tree
+    from ai_sandbox.skipworktree import Marks
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+SHOWN = 5  # paths named in the line; `git status` lists the rest
+
+
+@record
+class Pending:
+    """One work tree's hidden directories, and what the index tracked in them at launch."""
+
+    tree: str  # the work tree's path relative to the project root ("" for the root itself)
+    dirs: list[str]  # the hidden directories in it, relative to it
+    known: list[str]  # the tracked paths the launch found in them (their skip-worktree marks keep them)
+
+
+def pending(policy: Policy, trees: list[Tree], marks: Marks) -> list[Pending]:
+    """What to look at after the session: the directory masks inside each work tree git listed in the project."""
+    out = []
+    dirs = [m.path for m in policy.masks if m.is_dir]
+    root = policy.root.rstrip("/")
+    for tree in trees if dirs else []:
+        top = os.path.join(root, tree.prefix).rstrip("/")
+        if not inside(top, root):
+            continue
+        inner = [d[len(top) + 1 :] for d in dirs if below(d, top) and not _in_git_dir(d, top)]
+        if inner:
+            out.append(Pending(top[len(root) + 1 :], inner, marks.needs.get(top, [])))
+    return out
+
+
+def _in_git_dir(path: str, top: str) -> bool:
+    return path == top + "/.git" or path.startswith(top + "/.git/")
+
+
+def after(root: str, seen: Snapshot, pending: list[Pending]) -> None:
+    """Name what git left missing in hidden directories, in one line on stderr. Never raises: this runs as the
+    session ends (the watcher, or the launch under a supervised backend)."""
+    if not pending or seen.root is None:
+        return
+    try:
+        fd = os.open(root, _DIR)
+    except OSError:
+        return
+    try:
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != seen.root:
+            return  # not the directory the launch looked at (swapped for a link or another directory)
+        missing = _missing(fd, pending)
+    finally:
+        os.close(fd)
+    if missing:
+        shown = " ".join(shlex.quote(printable(p)) for p in missing[:SHOWN])
+        more = f" and {len(missing) - SHOWN} more (`git status` lists them)" if len(missing) > SHOWN else ""
+        try:
+            sys.stderr.write(
+                f"ai-sandbox: git checked out {len(missing)} tracked file(s) into hidden directories during the "
+                f"session, which the sandbox kept from your disk: {shown}{more}; `git status` shows them deleted. "
+                f"Review one with `git show :PATH`, then `git -C {shlex.quote(printable(root))} checkout -- PATH` "
+                "writes it\n"
+            )
+            sys.stderr.flush()
+        except OSError:
+            pass
+
+
+def _missing(root_fd: int, pending: list[Pending]) -> list[str]:
+    """The project-relative paths the index tracks in hidden directories, that it did not track at launch and
+    that the disk lacks."""
+    out: list[str] = []
+    for p in pending:
+        try:
+            tree_fd = _open_dirs(root_fd, p.tree.split("/") if p.tree else [])
+        except OSError:
+            continue
+        try:
+            here = f"/proc/{os.getpid()}/fd/{tree_fd}"
+            known = set(p.known)
+            for mode, _oid, stage, path in git.index_entries(here, p.dirs):
+                if stage == "0" and mode != "160000" and path not in known and not _there(tree_fd, path):
+                    out.append(f"{p.tree}/{path}" if p.tree else path)
+        except (OSError, SandboxError, ValueError):
+            continue
+        finally:
+            os.close(tree_fd)
+    return out
+
+
+def _there(fd: int, rel: str) -> bool:
+    """Whether rel exists below fd, looked up without following a link."""
+    parts = rel.split("/")
+    try:
+        d = _open_dirs(fd, parts[:-1])
+    except OSError:
+        return False
+    try:
+        os.stat(parts[-1], dir_fd=d, follow_symlinks=False)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(d)
+
+
+def _open_dirs(fd: int, parts: list[str]) -> int:
+    """The directory parts/… below fd, each opened without following a link; a new descriptor."""
+    out = os.dup(fd)
+    try:
+        for part in parts:
+            if part in ("", ".", ".."):
+                raise OSError(f"{part!r} in a path")  # git refuses such paths in an index; never trusted here
+            nxt = os.open(part, _DIR, dir_fd=out)
+            os.close(out)
+            out = nxt
+    except BaseException:
+        os.close(out)
+        raise
+    return out

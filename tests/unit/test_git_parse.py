@@ -230,7 +230,7 @@ def answers(monkeypatch):
     table: dict[str, tuple[int, bytes, bytes]] = {}
     calls: list[tuple[list[str], bytes | None]] = []
 
-    def run(args, cwd, stdin=None, env=None):
+    def run(args, cwd, stdin=None, env=None, timeout=git.TIMEOUT):
         calls.append((args, stdin))
         rc, out, err = table[args[0]]
         return subprocess.CompletedProcess(args, rc, out, err)

@@ -79,8 +79,8 @@ def test_the_journal_names_the_marks_before_git_sets_them(tmp_path, monkeypatch)
     env = {"XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path)}
     real = skipworktree._update_index
 
-    def killed_after(tree: str, flag: str, paths: list[str], wait: float) -> None:
-        real(tree, flag, paths, wait)
+    def killed_after(env: dict[str, str], tree: str, flag: str, paths: list[str], wait: float) -> None:
+        real(env, tree, flag, paths, wait)
         raise KeyboardInterrupt  # the signal, right after git wrote the index
 
     monkeypatch.setattr(skipworktree, "_update_index", killed_after)

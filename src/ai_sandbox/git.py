@@ -60,6 +60,7 @@ class Scan:
         self._tracked: list[str] | None = None
         self._gitlinks: list[str] | None = None
         self._skip: set[str] | None = None
+        self._metas: dict[str, bytes] | None = None  # path -> its record's fields, once the index is decoded
 
     @property
     def gitlinks(self) -> list[str]:
@@ -105,8 +106,9 @@ class Scan:
         return None
 
     def blob_of(self, rel: str) -> str:
-        """The object id the index holds for rel ("" when it is not there)."""
-        meta = self._meta(rel)
+        """The object id the index holds for rel ("" when it is not there): from the decoded index when it was
+        decoded already, else searched in git's bytes."""
+        meta = self._metas.get(rel) if self._metas is not None else self._meta(rel)
         fields = meta.split(b" ") if meta else []
         return fields[2].decode() if len(fields) == 4 else ""
 
@@ -138,19 +140,19 @@ class Scan:
         tracked: list[str] = []
         links: list[str] = []
         skip: set[str] = set()
-        seen: set[bytes] = set()
+        metas: dict[str, bytes] = {}  # unmerged entries appear once per stage: the first is kept
         for rec in self._index.split(b"\0"):
             if not rec:
                 continue
             meta, _, raw = rec.partition(b"\t")
-            if raw in seen:
-                continue  # unmerged entries appear once per stage
-            seen.add(raw)
             path = os.fsdecode(raw)
+            if path in metas:
+                continue
+            metas[path] = meta
             (links if meta[2:].startswith(b"160000") else tracked).append(path)
             if meta.startswith(b"S "):
                 skip.add(path)
-        self._tracked, self._gitlinks, self._skip = tracked, links, skip
+        self._tracked, self._gitlinks, self._skip, self._metas = tracked, links, skip, metas
 
 
 # Seconds any git call may take. None takes that long on a sane repository (a monorepo's listing: ~2 s), but

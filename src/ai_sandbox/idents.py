@@ -14,6 +14,7 @@ under the decoy's old name (red team, F2).
 from __future__ import annotations
 
 import os
+import time
 
 from ai_sandbox.policy import Policy
 from ai_sandbox.records import factory, record
@@ -26,10 +27,12 @@ class Snapshot:
     files: dict[str, tuple[int, int] | None] = factory(dict)  # each mask's path -> (st_dev, st_ino); None: missing
     dirs: dict[str, bytes] = factory(dict)  # each directory holding a mask or a capped path -> b"DEV:INO" or NONE
     root: tuple[int, int] | None = None  # the project root (unwritten.py looks only into that very directory)
+    when: int = 0  # time.time_ns() as the look began: a directory unchanged since then holds the same entries
 
 
 def take(policy: Policy) -> Snapshot:
     """One lstat per mask and per directory holding one (a monorepo's 6,000 masks sit in 2,000 directories)."""
+    when = time.time_ns()
     files: dict[str, tuple[int, int] | None] = {}
     dirs: dict[str, bytes] = {}
     for m in policy.masks:
@@ -39,7 +42,7 @@ def take(policy: Policy) -> Snapshot:
         if d not in dirs:
             got = ident(d)
             dirs[d] = b"%d:%d" % got if got is not None else NONE
-    return Snapshot(files, dirs, ident(policy.root))
+    return Snapshot(files, dirs, ident(policy.root), when)
 
 
 def ident(path: str) -> tuple[int, int] | None:

@@ -58,3 +58,17 @@ def test_a_path_missing_then_is_judged_by_its_directory_alone(tmp_path):
     os.mkdir(tmp_path / "svc")
     (tmp_path / "svc" / ".env").write_text("new")
     assert verify.swapped(spec) == str(tmp_path / "svc" / ".env")
+
+
+def test_a_directory_unchanged_since_the_look_is_not_listed_and_one_changed_after_it_is(tmp_path, monkeypatch):
+    import time
+
+    policy = _tree(tmp_path)
+    spec = _spec(policy)
+    listed: list[str] = []
+    real = verify._inodes
+    monkeypatch.setattr(verify, "_inodes", lambda d: listed.append(d) or real(d))
+    assert verify.swapped(spec, time.time_ns() + 10 * verify.SLACK) is None and listed == []
+    look = time.time_ns()
+    os.rename(tmp_path / "decoy" / ".env", tmp_path / "svc" / ".env")  # after the look: its directory changed
+    assert verify.swapped(spec, look) == str(tmp_path / "svc" / ".env") and listed == [str(tmp_path / "svc")]

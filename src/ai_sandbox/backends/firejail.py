@@ -283,7 +283,7 @@ def launch_check(
     seen = seen or idents.take(policy)
     chosen = set(scratch or ())
     home = os.path.realpath(os.path.expanduser("~"))
-    recs = [b"K" + backend.encode(), b"W" + os.fsencode(cwd)]
+    recs = [b"K" + backend.encode(), b"W" + os.fsencode(cwd), b"L%d" % seen.when]
     for p in [*(m.path for m in policy.masks if m.path not in chosen), *own.hide]:
         there = seen.files.get(p) if p in seen.files else idents.ident(p)
         near = below(p, policy.root) or (home != "/" and below(p, home))

@@ -80,9 +80,37 @@ def write_files(files: Mapping[str, bytes]) -> None:
     and anything but a regular file (a directory, FIFO or link a session planted) is removed first."""
     for path, content in files.items():
         if _holds(path, content):
+            with contextlib.suppress(OSError):
+                os.utime(path)  # in use: kept by _prune
             continue
         _clear(path)
         write_atomic(path, content)
+        _prune(path)
+
+
+GENERATED_AGE = 86_400  # seconds: generated files of a kind unused this long are removed when a new one is written
+
+
+def _prune(path: str) -> None:
+    """Remove the files of path's kind (`check-…`, `firejail-….profile`: the name up to its first '-') beside it
+    that no launch used for GENERATED_AGE: each is named by its content's hash, so what changes makes a new one,
+    and the cache would only grow. A launch that uses one touches it first."""
+    import time
+
+    d, name = os.path.split(path)
+    kind = name.partition("-")[0] + "-"
+    old = time.time() - GENERATED_AGE
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return
+    for other in names:
+        if other.startswith(kind) and other != name:
+            p = os.path.join(d, other)
+            with contextlib.suppress(OSError):
+                st = os.lstat(p)
+                if stat.S_ISREG(st.st_mode) and st.st_mtime < old:
+                    os.unlink(p)
 
 
 def _holds(path: str, content: bytes) -> bool:

@@ -22,12 +22,11 @@ then NUL-separated records, each a one-letter kind and a path:
   R<path>               must be on a read-only mount
   B<path>               must be a mount point (so that it cannot be renamed: EBUSY)
   C<dev>:<ino>:<path>   the directory the agent starts in: the same directory as outside
-  L<ns>                 when the launch looked (time.time_ns()), for the S records
   S<dev>:<ino>:<ddev>:<dino>:<path>
                         a mask (or scratch directory) must be on the very file the launch saw at path
                         (its device and inode, "-:-" when it was missing) in the directory it saw there:
                         a directory swapped for a decoy while the sandbox started moves the secret away
-                        from the path the mask is mounted on
+                        from the path the mask is mounted on (when the launch looked: LOOK_ENV)
 The caller's environment travels in AI_SANDBOX_ENV_0, _1, … (see `pack_env`), never on disk, and
 none of it on the command line (firejail limits arguments to 4,128 bytes and 128 of them).
 """
@@ -57,6 +56,9 @@ NOT_SANDBOXED = (
 NOT_SANDBOXED_HINT = "run ai-sandbox on the host, outside the container (or use --backend docker there)"
 BWRAP_NOT_SANDBOXED = "the command is not in the pid namespace of a bwrap sandbox"
 IGNORED_ENV = "AI_SANDBOX_SIGIGN"  # the caller's ignored signals, when a supervisor ignored them above the agent
+# when the launch looked at the masks (time.time_ns()), for the S records: in the environment, not in the spec,
+# whose name is its content's hash (a time in it made every launch's spec a file of its own)
+LOOK_ENV = "AI_SANDBOX_LOOK"
 _RESTORED = (1, 2, 3, 15)  # SIGHUP, SIGINT, SIGQUIT, SIGTERM: ignored by a supervised sandbox above the agent
 _DEFAULTED = (13, 25)  # SIGPIPE, SIGXFSZ: Python ignores them, and an exec keeps a signal ignored
 
@@ -71,12 +73,13 @@ def pack_env(env: dict[str, str]) -> dict[str, str]:
     return {f"{ENV_PREFIX}{i}": os.fsdecode(c) for i, c in enumerate(chunks)}
 
 
-def carried(env: dict[str, str]) -> dict[str, str]:
-    """The sandbox's environment: the caller's with it all packed in. The caller's own variables named like
-    ours are left out of the outside copy (still inside the packed one): an AI_SANDBOX_ENV_1 of the caller's
-    next to a packed _0 would be read as its continuation and add variables (red team)."""
-    ours = {k: v for k, v in env.items() if not k.startswith(ENV_PREFIX) and k != IGNORED_ENV}
-    return {**ours, **pack_env(env)}
+def carried(env: dict[str, str], look: int = 0) -> dict[str, str]:
+    """The sandbox's environment: the caller's with it all packed in, and when the launch looked. The caller's
+    own variables named like ours are left out of the outside copy (still inside the packed one): an
+    AI_SANDBOX_ENV_1 of the caller's next to a packed _0 would be read as its continuation and add variables
+    (red team)."""
+    ours = {k: v for k, v in env.items() if not k.startswith(ENV_PREFIX) and k not in (IGNORED_ENV, LOOK_ENV)}
+    return {**ours, **pack_env(env), LOOK_ENV: str(look)}
 
 
 def unpack_env(environ: dict[bytes, bytes]) -> dict[bytes, bytes] | None:
@@ -400,8 +403,8 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
             f"{bad[0]} {bad[1]}, although the policy hides it",
             f"{backend} did not apply its mask; rename the path (or hide its directory) and report this",
         )
-    look = next((int(rest) for kind, rest in records if kind == "L" and rest.isdigit()), 0)
-    moved = swapped([rest for kind, rest in records if kind == "S"], look)
+    look = os.environ.get(LOOK_ENV, "")
+    moved = swapped([rest for kind, rest in records if kind == "S"], int(look) if look.isdigit() else 0)
     if moved is not None:
         return (
             f"{moved} is not the file the launch decided to hide: a directory above it was moved or swapped while "

@@ -245,8 +245,9 @@ class Bwrap:
         return [*args, b"--dir", b"/dev/pts", b"--tmpfs", b"/dev/shm"]
 
     def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str], seen: Snapshot | None = None) -> LaunchPlan:
-        from ai_sandbox import supervise, verify
+        from ai_sandbox import idents, supervise, verify
 
+        seen = seen or idents.take(policy)
         own = own_files(env, self.unexpressible, policy.root, self.user)
         system = [d for d in SYSTEM_READ_ONLY if os.path.exists(d) and not os.path.islink(d)]
         own.protect = list(dict.fromkeys(system + own.protect))  # enclosing first: bwrap binds in this order
@@ -256,7 +257,7 @@ class Bwrap:
         check_argv, check_path, check = checked(policy, own, cwd, scratch, env, self.name, seen)
         return LaunchPlan(
             argv=[self.executable or "bwrap", "--args", str(ARGS_FD), "--", *check_argv, *argv],
-            env={**verify.carried(dict(env)), verify.IGNORED_ENV: supervise.caller_ignored()},
+            env={**verify.carried(dict(env), seen.when), verify.IGNORED_ENV: supervise.caller_ignored()},
             files={check_path: check},
             dirs=dict.fromkeys(own.create, 0o700),
             scratch=scratch,

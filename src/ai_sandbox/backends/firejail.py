@@ -181,8 +181,9 @@ class Firejail:
         return b"\n".join(lines) + b"\n"
 
     def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str], seen: Snapshot | None = None) -> LaunchPlan:
-        from ai_sandbox import verify
+        from ai_sandbox import idents, verify
 
+        seen = seen or idents.take(policy)
         own = own_files(env, self.unexpressible, policy.root, self.user)
         scratch = self.scratch(policy)
         content = self.profile(policy, own, scratch)
@@ -194,7 +195,7 @@ class Firejail:
         command = [self.executable or "firejail", "--quiet", f"--profile={profile_path}", "--", *check_argv, *argv]
         return LaunchPlan(
             argv=command,
-            env=verify.carried(dict(env)),
+            env=verify.carried(dict(env), seen.when),
             files={profile_path: content, check_path: check},
             dirs=dict.fromkeys(own.create, 0o700),
             scratch=scratch,
@@ -283,7 +284,7 @@ def launch_check(
     seen = seen or idents.take(policy)
     chosen = set(scratch or ())
     home = os.path.realpath(os.path.expanduser("~"))
-    recs = [b"K" + backend.encode(), b"W" + os.fsencode(cwd), b"L%d" % seen.when]
+    recs = [b"K" + backend.encode(), b"W" + os.fsencode(cwd)]
     for p in [*(m.path for m in policy.masks if m.path not in chosen), *own.hide]:
         there = seen.files.get(p) if p in seen.files else idents.ident(p)
         near = below(p, policy.root) or (home != "/" and below(p, home))

@@ -16,6 +16,7 @@ import os
 import pwd
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,18 @@ def unavailable(msg: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(msg)
     pytest.skip(msg)
+
+
+# The signals tests send to a launch, a session or a terminal's job.
+SENT_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+
+
+def default_signals() -> None:
+    """preexec_fn of a process a test sends signals to: each signal's default disposition, whatever this run
+    inherited. Under `nohup` SIGHUP is ignored, in a background job SIGINT and SIGQUIT; a launch passes an
+    ignored disposition on to the agent, as it should, and the test would wait for an agent that never ends."""
+    for s in SENT_SIGNALS:
+        signal.signal(s, signal.SIG_DFL)
 
 
 def require(tool: str) -> str:

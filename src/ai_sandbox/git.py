@@ -207,20 +207,37 @@ def index_write(args: list[str], root: str, stdin: bytes, place: str) -> subproc
     one in .git/config (or in a file it includes: a FIFO that serves one text, then another) and attach it to
     every path in .git/info/attributes (all writable inside): it ran outside the sandbox as the user and copied
     a hidden .env (red team, C2 and T1). With no file where git looks, git opens none and no filter runs,
-    whatever the config says when git reads it."""
+    whatever the config says when git reads it.
+
+    The price: git can no longer mark a racily clean entry (a file changed within the second git last wrote
+    the index, same size) for a look at its content, and the index it writes is newer than the file, so the
+    change would look clean to the user's next `git status` and `commit -a` would leave it out (seen on a
+    Debian 13 run). The index keeps the modification time it had: every entry racy before stays racy, and the
+    user's own git, in the real work tree, looks at its content as it would have."""
     git_dir = git_dir_of(root)
     if not git_dir:
         raise PolicyError(f"cannot find the git directory of {root}", "check its .git")
+    index = os.environ.get("GIT_INDEX_FILE") or os.path.join(git_dir, "index")
+    try:
+        before = os.stat(index)
+    except OSError:
+        before = None
     empty = os.path.join(place, f"empty-worktree-{os.getpid()}")
     os.makedirs(empty, mode=0o700, exist_ok=True)
     try:
         if os.listdir(empty):
             raise PolicyError(f"{empty} is not empty", "remove it")
         env = {**os.environ, "GIT_DIR": git_dir, "GIT_WORK_TREE": empty}
-        return _run(args, empty, stdin, env=env, timeout=QUICK)
+        proc = _run(args, empty, stdin, env=env, timeout=QUICK)
     finally:
         with contextlib.suppress(OSError):
             os.rmdir(empty)
+    if before is not None:
+        with contextlib.suppress(OSError):  # an older time only makes git look at more files, never fewer
+            now = os.stat(index)
+            if now.st_mtime_ns > before.st_mtime_ns:
+                os.utime(index, ns=(now.st_atime_ns, before.st_mtime_ns))
+    return proc
 
 
 def _git(

@@ -138,3 +138,40 @@ def test_the_index_marks_are_gone_when_the_launch_returns(ws):
     assert "S prod.tfvars" not in ws.git("ls-files", "-v")
     ws.git("commit", "-qam", "after")
     assert ws.git("show", "HEAD:prod.tfvars") == "key = 2\n"
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_an_edit_git_has_yet_to_look_at_survives_the_marks(ws):
+    """The user edits a hidden tracked file within the second git last wrote the index: git cannot tell the
+    edit by its stat and re-reads the file at the next `git status` (a racily clean entry, known by an mtime
+    not older than the index's). Setting and clearing the marks rewrites the index; on a Debian 13 run the new
+    index's later mtime made the entry look clean, and `commit -a` left the edit out. Made deterministic here:
+    the file keeps the size and mtime git recorded, and the index the same mtime."""
+    ws.write(".ai-sandbox.toml", 'block = ["prod.tfvars"]\n')
+    ws.write("prod.tfvars", "key = 1\n")
+    ws.git("config", "core.checkStat", "minimal")  # mtime seconds and size only: ctime cannot be set back
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "tfvars")
+    # all three in one second, a minute ago: the commit's index entry, the edit, the index file
+    when = (time.time_ns() - 60 * 10**9,) * 2
+    os.utime(ws.repo / "prod.tfvars", ns=when)
+    ws.git("update-index", "--refresh")  # the entry now records that mtime
+    os.utime(ws.repo / ".git" / "index", ns=when)
+    ws.write("prod.tfvars", "key = 2\n")  # the user's edit, same size
+    os.utime(ws.repo / "prod.tfvars", ns=when)
+    assert ws.git("diff", "--name-only") == "prod.tfvars\n"  # racy: git looks at the content (diff writes no index)
+    if ws.user:
+        chown_tree(ws.base, ws.user)
+    cmd = [AIS, *ws.backend_args, "--", "true"]
+    if ws.user:
+        cmd = setpriv_argv(ws.user.uid, ws.user.gid, cmd)
+    with open(ws.base / "out.txt", "wb") as out:
+        rc = subprocess.run(cmd, cwd=ws.repo, env=ws.env(), stdout=out, stderr=out, timeout=60).returncode
+    assert rc == 0, (ws.base / "out.txt").read_text()
+    for _ in range(100):  # under firejail the watcher clears the marks a moment after the launch returns
+        if "S prod.tfvars" not in ws.git("ls-files", "-v"):
+            break
+        time.sleep(0.05)
+    assert ws.git("status", "--porcelain") == " M prod.tfvars\n"
+    ws.git("commit", "-qam", "after")
+    assert ws.git("show", "HEAD:prod.tfvars") == "key = 2\n"

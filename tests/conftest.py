@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import hygiene
 from tests.stage import runs_as, setpriv_argv, stage
 
 TEST_USER = "aisbx-test"
@@ -32,6 +33,51 @@ TEST_USER = "aisbx-test"
 # where the developer's own claude or aider would be found before (or instead of) the test's fake one.
 SYSTEM_BIN = "/usr/sbin:/usr/bin:/sbin:/bin"
 IS_ROOT = os.geteuid() == 0
+
+
+def _own_home() -> tuple[list[str], str]:
+    """The real home(s) of whoever runs the suite, and a home of the suite's own that HOME now names: what
+    reads HOME (ai-sandbox's caches in-process, podman, npm) writes there, never into the user's home.
+    XDG_* go too: unset, they follow HOME. npm keeps reading the user's ~/.npmrc (a registry, a CA)."""
+    real = [h for h in {os.environ.get("HOME", ""), pwd.getpwuid(os.getuid()).pw_dir} if h and os.path.isdir(h)]
+    npmrc = [os.path.join(h, ".npmrc") for h in real if os.path.isfile(os.path.join(h, ".npmrc"))]
+    if npmrc and "NPM_CONFIG_USERCONFIG" not in os.environ:
+        os.environ["NPM_CONFIG_USERCONFIG"] = npmrc[0]
+    home = tempfile.mkdtemp(prefix=f"ai-sandbox-tests-home-{os.getuid()}-")
+    os.chmod(home, 0o755)  # the test user passes through it, as through any home
+    for k in [k for k in os.environ if k.startswith("XDG_") and k != "XDG_RUNTIME_DIR"]:
+        del os.environ[k]
+    os.environ["HOME"] = home
+    return sorted(real), home
+
+
+REAL_HOMES, SUITE_HOME = _own_home()
+CHECKOUT = Path(__file__).resolve().parents[1]  # may lie in the home: its caches and .venv are the run's own
+_HOMES_BEFORE = [hygiene.Home(h) for h in REAL_HOMES]
+hygiene.become_subreaper()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The run fails when it wrote into the real home or left a process running (both are then removed)."""
+    problems = []
+    for before in _HOMES_BEFORE:
+        problems += [f"wrote {p} in the real home" for p in before.written(ignore=(str(CHECKOUT),))]
+    for _ in range(5):  # what a killed leftover had started comes to us in turn
+        left = hygiene.children()
+        if not left:
+            break
+        problems += [f"left running: pid {pid}: {cmd}" for pid, cmd in left]
+        hygiene.end(left)
+    shutil.rmtree(SUITE_HOME, ignore_errors=True)
+    if problems:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        text = "the suite did not leave the machine as it found it:\n  " + "\n  ".join(problems)
+        if reporter is not None:
+            reporter.write_line(text, red=True)
+        else:
+            print(text, file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def unavailable(msg: str) -> None:

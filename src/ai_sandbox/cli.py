@@ -102,7 +102,7 @@ def explain(
         [agent or "AGENT"], agent is None, cwd=cwd, env=dict(os.environ),
         backend=opts["backend"], engine=opts["engine"], image=opts["image"],
     )  # fmt: skip
-    prepared = prepare(req, detail=True, resolve=False)
+    prepared = prepare(req, detail=True, resolve=False, assume=True)
     table = nested.mounts()
     unenforced = nested.unenforced(prepared.policy, table) if nested.inside_sandbox(table) else None
     doc = explain_mod.document(prepared, paths or None, cwd, unenforced)

@@ -84,6 +84,7 @@ def document(prepared: Any, paths: list[str] | None, cwd: str, nested: list[Mask
         "project": policy.root,
         "git": policy.in_git,
         "backend": prepared.backend.name,
+        "backend_assumed": prepared.unusable is not None,  # no backend works here: the rules this one would apply
         "agent": prepared.profile.name,
         "config_files": policy.config_files,
         "hidden": [_mask(m, frozenset(prepared.plan.scratch)) for m in policy.masks],
@@ -98,7 +99,7 @@ def document(prepared: Any, paths: list[str] | None, cwd: str, nested: list[Mask
             str(fd): f"{len(data)} bytes" if (args := descriptor_args(data)) is None else args
             for fd, data in prepared.plan.fds.items()
         },
-        "unavailable": str(err) if (err := prepared.backend.probe(prepared.env)) else None,
+        "unavailable": str(err) if (err := prepared.unusable or prepared.backend.probe(prepared.env)) else None,
         "nested": None if nested is None else {"unenforced": [m.path for m in nested]},
     }
     doc["history"] = None if prepared.history is None else [_finding(f) for f in prepared.history]

@@ -53,6 +53,8 @@ class Prepared:
     # what only people read (prepare(detail=True)): history, hard links, what an earlier launch hid
     findings: list[Notice] = factory(list)
     history: list[history.Finding] | None = None  # hidden content git still holds (prepare(detail=True))
+    # prepare(assume=True) where no backend works: why; `backend` is then the one assumed, to show the rules
+    unusable: UnavailableError | None = None
 
     @property
     def notices(self) -> list[Notice]:
@@ -111,10 +113,13 @@ def allowlist(user_cfg: config.UserConfig, profile: profiles.Profile, project_cf
     return PatternSet(pats)
 
 
-def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prepared:
-    """Everything a launch needs, computed without side effects. `detail` adds what only people read:
-    the ignore rule behind each hidden path, history and hard-link findings. `resolve=False` lets
-    explain show an agent that is not installed."""
+def prepare(req: Request, *, detail: bool = False, resolve: bool = True, assume: bool = False) -> Prepared:
+    """Everything a launch needs. `detail` adds what only people read: the ignore rule behind each hidden
+    path, history and hard-link findings. `resolve=False` lets explain show an agent that is not installed.
+    `assume`: where auto finds no backend that works, the rules of the one it would most likely use
+    (explain, init, --dry-run, doctor: a user sees the rules before fixing the sandbox), with the reason in
+    `unusable`. Starts nothing; it writes only ai-sandbox's caches (parsed configs, build-output listings,
+    auto's verdicts)."""
     env = req.env
     cwd = os.path.realpath(req.cwd or os.getcwd())
     user_cfg = config.load_user(env)
@@ -128,7 +133,15 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
         mounts=user_cfg.mounts,
         cwd=cwd,
     )
-    backend = select(req.backend or user_cfg.backend, settings, env)
+    unusable = None
+    try:
+        backend = select(req.backend or user_cfg.backend, settings, env)
+    except UnavailableError as e:
+        if not (assume and (req.backend or user_cfg.backend) == "auto" and sys.platform.startswith("linux")):
+            raise
+        from ai_sandbox.backends import choose
+
+        backend, unusable = choose.assumed(settings), e
     check_reachable(cwd, backend.name)
     if not backend.host_commands:
         executable = profile.executable  # found on the image's PATH, not the host's
@@ -189,7 +202,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True) -> Prep
     plan = backend.plan(policy, command, env, seen)
     return Prepared(
         policy, backend, plan, profile, command, collected.trees, on_hidden_change=user_cfg.on_hidden_change, env=env,
-        marks=marks, seen=seen, findings=findings, history=found,
+        marks=marks, seen=seen, findings=findings, history=found, unusable=unusable,
     )  # fmt: skip
 
 
@@ -251,7 +264,7 @@ class _Checkout:
 
 def run(req: Request) -> int:
     with _SlowNotice():
-        prepared = prepare(req, detail=req.dry_run)
+        prepared = prepare(req, detail=req.dry_run, assume=req.dry_run)
     table = nested.mounts()
     inside = nested.inside_sandbox(table)
     if req.dry_run:

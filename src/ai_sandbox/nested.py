@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 
+from ai_sandbox.errors import UnavailableError
 from ai_sandbox.policy import Mask, Policy
 
 # firejail mounts its private tmpfs here in every sandbox.
@@ -37,6 +38,26 @@ def mounts(path: str = "/proc/self/mountinfo") -> list[tuple[str, str]]:
         if len(fields) >= 5:
             out.append((_unescape(fields[3]), _unescape(fields[4])))
     return out
+
+
+CHROOT_HINT = (
+    "run ai-sandbox on the host, or in a container or VM whose / is a mount of its own "
+    "(podman, systemd-nspawn, or unshare --mount with pivot_root), not in a chroot"
+)
+
+
+def chrooted(table: list[tuple[str, str]]) -> bool:
+    """In a chroot: no mount of this namespace is at / as this process sees it (its root is a directory of
+    a mount whose own mount point lies outside). Neither backend sandboxes there: bwrap cannot make / a
+    slave mount ("Invalid argument"), firejail leaves the system directories writable."""
+    return bool(table) and not any(point == "/" for _, point in table)
+
+
+def chroot_error(backend: str) -> UnavailableError | None:
+    """The refusal of backend in a chroot, or None when this is no chroot."""
+    if not chrooted(mounts()):
+        return None
+    return UnavailableError(f"{backend} cannot sandbox in a chroot (/ is not a mount point here)", CHROOT_HINT)
 
 
 def inside_sandbox(table: list[tuple[str, str]]) -> bool:

@@ -84,12 +84,15 @@ def _kept_lines(policy: Policy, kept: list[Kept]) -> list[Text]:
     return out
 
 
+ASSUMED = " (assumed: no backend works here, see the end; these are the rules it would apply)"
+
+
 def dry_run(prepared: Prepared, req: Request, unenforced: list[Mask] | None = None, refusal: str | None = None) -> None:
     policy, plan = prepared.policy, prepared.plan
     con = Console(highlight=False, soft_wrap=True, file=sys.stdout)
     con.print(Text("ai-sandbox dry run: nothing is started", style="bold"))
     con.print(Text(f"project  {policy.root}" + ("" if policy.in_git else "  (not a git work tree)")))
-    con.print(Text(f"backend  {prepared.backend.name}"))
+    con.print(Text(f"backend  {prepared.backend.name}{ASSUMED if prepared.unusable else ''}"))
     con.print(Text(f"agent    {prepared.profile.name}: {' '.join(quote(a) for a in req.argv)}"))
     if policy.config_files:
         con.print(Text(f"config   {', '.join(policy.config_files)}"))
@@ -107,7 +110,7 @@ def dry_run(prepared: Prepared, req: Request, unenforced: list[Mask] | None = No
         con.print(Text(f"warnings ({len(prepared.notices)}):", style="bold yellow"))
         for w in prepared.notices:
             con.print(Text(f"  {printable(w.message)}", style="yellow"))
-    unavailable = prepared.backend.probe(prepared.env)
+    unavailable = prepared.unusable or prepared.backend.probe(prepared.env)
     if unenforced is not None:
         con.print()
         if unenforced:
@@ -220,7 +223,7 @@ def explain(doc: dict[str, Any]) -> None:
     root = doc["project"]
     con.print(Text(f"project  {root}" + ("" if doc["git"] else "  (not a git work tree)"), style="bold"))
     agent = doc["agent"] or "any command (no --agent: the built-in allowlists only)"
-    con.print(Text(f"backend  {doc['backend']}    agent  {agent}"))
+    con.print(Text(f"backend  {doc['backend']}{ASSUMED if doc['backend_assumed'] else ''}    agent  {agent}"))
     if doc["config_files"]:
         con.print(Text(f"config   {', '.join(doc['config_files'])}"))
     if "paths" in doc:

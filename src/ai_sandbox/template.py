@@ -72,7 +72,7 @@ def draft(directory: str, env: dict[str, str], force: bool) -> tuple[Draft, str]
         d.unmigrated = left
         d.migrated_from.append(config.LEGACY_FILE)
     # The policy as it stands without this file: what is hidden already, what is not.
-    prepared = prepare(Request(argv=["true"], is_command=True, cwd=repo.root, env=env), resolve=False)
+    prepared = prepare(Request(argv=["true"], is_command=True, cwd=repo.root, env=env), resolve=False, assume=True)
     policy = prepared.policy
     for m in policy.masks:
         if m.layer == IGNORED and below(m.path, repo.root):

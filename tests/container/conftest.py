@@ -3,8 +3,10 @@ imported from a rootfs (no registry is reachable). lab-notes.md says why each se
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -41,19 +43,36 @@ def podman_env(tmp_path_factory) -> dict[str, str]:
         f'[storage]\ndriver = "vfs"\nrunroot = "{base}/run"\ngraphroot = "{base}/graph"\n'
         f'rootless_storage_path = "{base}/graph"\n'
     )
+    runtime = base / "xdg-run"  # rootless podman's runtime files, pause.pid among them: here, not in /run/user
+    runtime.mkdir(mode=0o700)
     env = {
         "CONTAINERS_CONF": str(conf),
         "CONTAINERS_STORAGE_CONF": str(storage),
+        "XDG_RUNTIME_DIR": str(runtime),
         "PATH": os.environ["PATH"] + ":/usr/sbin:/sbin",
     }
     root = busybox_rootfs(base / "rootfs", busybox)
     podman_import(root, IMAGE, env)
     yield env
     subprocess.run([podman, "rmi", "-f", IMAGE], env={**os.environ, **env}, capture_output=True)
+    _end_pause_process(base / "tmp", runtime)
     subprocess.run(["chmod", "-R", "u+w", str(base)], capture_output=True)
     if os.geteuid() != 0:  # rootless storage holds files of the user namespace's other ids: remove them inside it
         storage = [str(base / d) for d in ("graph", "run", "tmp")]
         subprocess.run([podman, "unshare", "rm", "-rf", *storage], env={**os.environ, **env}, capture_output=True)
+
+
+def _end_pause_process(*dirs: Path) -> None:
+    """Rootless podman keeps a pause process (catatonit -P) holding its user namespace for later commands; it
+    outlives the run unless ended. Its pid is in pause.pid under the engine's tmp_dir (podman 4.3 and 5)."""
+    for d in dirs:
+        for pidfile in (d / "pause.pid", d / "libpod" / "tmp" / "pause.pid"):
+            try:
+                pid = int(pidfile.read_text().strip())
+            except (OSError, ValueError):
+                continue
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def busybox_rootfs(root: Path, busybox: str) -> Path:

@@ -5,11 +5,13 @@ and tests/security)."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
 from ai_sandbox import verify
 from ai_sandbox.backends import REGISTRY, Settings, choose
+from ai_sandbox.backends import firejail as firejail_backend
 from ai_sandbox.backends.bwrap import ARGS_FD, MAX_SCRATCH, SYSTEM_READ_ONLY, Bwrap
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.policy import GLOBAL, Mask, Policy
@@ -95,11 +97,13 @@ class _Fake:
     max_masks = 1
     executable = None
 
-    def __init__(self, name: str, why: str | None, log: list[str]) -> None:
-        self.name, self.why, self.log = name, why, log
+    state_files = ()
+
+    def __init__(self, name: str, why: str | None, log: list[str], cheap: str | None = None) -> None:
+        self.name, self.why, self.log, self.cheap = name, why, log, cheap
 
     def unavailable(self):
-        return None
+        return None if self.cheap is None else UnavailableError(self.cheap, f"fix {self.name}'s config")
 
     def probe(self, env):
         self.log.append(self.name)
@@ -109,10 +113,10 @@ class _Fake:
 @pytest.fixture
 def fakes(monkeypatch):
     """REGISTRY entries whose probe answers as told and is counted: auto's choice and its cache, alone."""
-    state = {"firejail": "does not sandbox here", "bwrap": None}
+    state: dict[str, str | None] = {"firejail": "does not sandbox here", "bwrap": None}
     log: list[str] = []
     for name in choose.ORDER:
-        monkeypatch.setitem(REGISTRY, name, lambda settings, n=name: _Fake(n, state[n], log))
+        monkeypatch.setitem(REGISTRY, name, lambda settings, n=name: _Fake(n, state[n], log, state.get(f"{n}-cheap")))
     monkeypatch.setattr(choose, "_inside", lambda: None)  # the suite may itself run in a sandbox
     return state, log
 
@@ -159,6 +163,68 @@ def test_a_damaged_cache_is_asked_again(fakes, tmp_path):
     with open(choose.cache_file(env), "w") as f:
         f.write('{"key": 1, "verdicts": []}')
     assert choose.linux(Settings(), env).name == "bwrap" and log == ["firejail", "bwrap"]
+
+
+def test_a_backend_refused_by_its_cheap_checks_is_not_taken_from_the_cache(fakes, tmp_path):
+    """firejail.users stops naming the user after auto cached "firejail works": the next launch takes bwrap,
+    with no doctor run, and takes firejail again once the file names the user."""
+    state, log = fakes
+    state["firejail"] = None
+    env = _env(tmp_path)
+    assert choose.linux(Settings(), env).name == "firejail" and log == ["firejail"]
+    state["firejail-cheap"] = "firejail refuses user u"
+    assert choose.linux(Settings(), env).name == "bwrap" and log == ["firejail", "bwrap"]
+    state["firejail-cheap"] = None
+    assert choose.linux(Settings(), env).name == "firejail" and log == ["firejail", "bwrap"]  # from the cache
+
+
+def test_a_does_not_work_is_asked_again_after_a_day(fakes, tmp_path, monkeypatch):
+    """What no key sees (an AppArmor profile loaded, a container's seccomp relaxed) is noticed within a day."""
+    _, log = fakes
+    env = _env(tmp_path)
+    choose.linux(Settings(), env)
+    choose.linux(Settings(), env)
+    assert log == ["firejail", "bwrap"]
+    now = time.time()
+    monkeypatch.setattr(choose.time, "time", lambda: now + choose.RECHECK + 1)
+    assert choose.linux(Settings(), env).name == "bwrap"
+    assert log == ["firejail", "bwrap", "firejail"]  # bwrap's "works" still holds: a launch proves it anyway
+
+
+def test_the_state_key_changes_with_a_backends_own_config(tmp_path):
+    fj = REGISTRY["firejail"](Settings())
+    users = tmp_path / "firejail.users"
+    fj.state_files = (str(users),)
+    before = choose.state_key([fj])
+    users.write_text("root\n")
+    created = choose.state_key([fj])
+    users.write_text("root\nalice\n")
+    assert len({before, created, choose.state_key([fj])}) == 3
+
+
+@pytest.mark.parametrize(
+    ("content", "uid", "refused"),
+    [
+        (None, 1000, False),  # no firejail.users: everyone may
+        ("root\n", 0, False),  # root always may
+        ("root\n", 1000, True),
+        ("# alice\nroot\n", 1000, True),  # a comment names nobody
+        ("root\n{name}\n", 1000, False),
+        ("root\n{name}", 1000, False),  # no newline at the end
+        ("root\n {name}\n", 1000, True),  # firejail compares the whole line
+    ],
+)
+def test_firejail_users_is_read_as_firejail_reads_it(tmp_path, monkeypatch, content, uid, refused):
+    import pwd
+
+    monkeypatch.setattr(pwd, "getpwuid", lambda u: pwd.struct_passwd(("alice", "x", u, u, "", "/h", "/bin/sh")))
+    users = tmp_path / "firejail.users"
+    if content is not None:
+        users.write_text(content.format(name="alice"))
+    err = firejail_backend.refused_user(str(users), uid)
+    assert (err is not None) == refused
+    if err:
+        assert "firejail refuses user alice" in err.message and "firecfg --add-users alice" in err.hint
 
 
 def test_descriptor_lines_keep_perms_with_the_option_it_modifies():

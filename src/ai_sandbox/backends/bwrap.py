@@ -52,6 +52,14 @@ def install_hint() -> str:
     return tools.install_hint("bubblewrap", "https://github.com/containers/bubblewrap")
 
 
+BY_HAND = "see bwrap's own error: `bwrap --dev-bind / / --unshare-pid true`"
+
+
+def _or_firejail() -> str:
+    """The other way out, when it is one: firejail is setuid and needs no user namespace."""
+    return "" if tools.find("firejail") else "; or install firejail"
+
+
 def userns_hint() -> str:
     """What to enable when unprivileged user namespaces do not work here."""
     try:
@@ -60,7 +68,7 @@ def userns_hint() -> str:
                 return (
                     "AppArmor restricts unprivileged user namespaces here (Ubuntu 24.04+): "
                     "`sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0`, or an AppArmor profile for bwrap "
-                    "allowing `userns`; or install firejail"
+                    "allowing `userns`" + _or_firejail()
                 )
     except OSError:
         pass
@@ -72,12 +80,12 @@ def userns_hint() -> str:
             with open(knob, "rb") as f:
                 if f.read().strip() == off:
                     name = knob.removeprefix("/proc/sys/").replace("/", ".")
-                    return f"user namespaces are disabled: `sudo sysctl {name}=1` (or more), or install firejail"
+                    return f"user namespaces are disabled: `sudo sysctl {name}=1` (or more)" + _or_firejail()
         except OSError:
             pass
     return (
         "user namespaces are not available here (inside a container, run it with --security-opt seccomp=unconfined "
-        "or use firejail/the docker backend on the host); or install firejail"
+        "or use firejail/the docker backend on the host)" + _or_firejail()
     )
 
 
@@ -131,6 +139,8 @@ class Bwrap:
         self.executable = tools.find("bwrap")
         self.settings = settings or Settings()
         self.user = user
+        # an AppArmor profile allowing bwrap user namespaces (Ubuntu 24.04+) lands here
+        self.state_files: tuple[str, ...] = ("/etc/apparmor.d",)
 
     def unavailable(self) -> UnavailableError | None:
         if self.executable is None:
@@ -140,9 +150,9 @@ class Bwrap:
     def probe(self, env: Mapping[str, str]) -> UnavailableError | None:
         """A real start that hides a temp file and runs the launch check: bwrap is installed on hosts where
         user namespaces are off (Ubuntu 24.04's AppArmor rule, containers), and then fails to start."""
-        from ai_sandbox import supervise
+        from ai_sandbox import nested, supervise
 
-        err = self.unavailable()
+        err = self.unavailable() or nested.chroot_error(self.name)
         if err is not None:
             return err
         try:
@@ -150,13 +160,13 @@ class Bwrap:
                 status, _, stderr = supervise.captured(plan, base)
             text = stderr.decode("utf-8", "replace")
         except (OSError, TimeoutError) as e:
-            return UnavailableError(f"bwrap does not start here: {e}", "run `ai-sandbox doctor`")
+            return UnavailableError(f"bwrap does not start here: {e}", BY_HAND)
         if status == 0:
             return None
         last = (text.strip().splitlines() or [f"exit status {status}"])[-1]
         if "namespace" in last or "Operation not permitted" in last or "setting up uid map" in last:
             return UnavailableError(f"bwrap cannot create its namespaces here: {last}", userns_hint())
-        return UnavailableError(f"bwrap does not sandbox here: {last}", "run `ai-sandbox doctor`")
+        return UnavailableError(f"bwrap does not sandbox here: {last}", BY_HAND)
 
     def version(self) -> str | None:
         return tools.version(self.executable)

@@ -4,9 +4,13 @@ when user namespaces work here, otherwise a refusal naming what to install or en
 "Really sandboxes" takes a sandbox start (firejail inside a container runs commands with no sandbox; bwrap
 without user namespaces does not start), ~0.1 s: too much for every launch. So the answer is kept in the
 cache directory (read-only inside every sandbox, so a session cannot choose the next launch's backend),
-keyed by what would change it: the user, the boot, the namespaces this runs in, the tools' files, the
-kernel's user-namespace switches and ai-sandbox's launch check. A stale "works" is not a hole: every launch
-proves its sandbox from inside (verify.py) and refuses otherwise; `doctor` asks again and rewrites it.
+keyed by what would change it: the user and their groups, the boot, the namespaces this runs in, the tools'
+files (mode and owner too), each backend's own configuration (`state_files`: firejail.users and
+firejail.config, AppArmor's profiles), the kernel's user-namespace switches and ai-sandbox's launch check.
+A backend's cheap checks (`unavailable()`: installed, runnable, firejail.users naming the user) are asked at
+every launch whatever the cache says, and a "does not work" is asked again after a day, for what no key
+sees. A stale "works" is not a hole: every launch proves its sandbox from inside (verify.py) and refuses
+otherwise; `doctor` asks again and rewrites it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections.abc import Mapping
 
 from ai_sandbox.backends import REGISTRY, Settings
@@ -36,7 +41,7 @@ def state_key(backends: list[Backend]) -> str:
     """What the verdicts depend on, as one string (a few stats and reads: ~0.1 ms)."""
     from ai_sandbox import verify
 
-    parts = [str(os.geteuid())]
+    parts = [f"{os.getuid()}:{os.geteuid()}:{sorted(os.getgroups())}"]
     for knob in _KNOBS:
         try:
             with open(knob, "rb") as f:
@@ -48,13 +53,17 @@ def state_key(backends: list[Backend]) -> str:
             parts.append(os.readlink(f"/proc/self/ns/{ns}"))
         except OSError:
             parts.append("-")
-    for path in [getattr(b, "executable", None) or "-" for b in backends] + [verify.__file__]:
+    files = [getattr(b, "executable", None) or "-" for b in backends] + [verify.__file__]
+    for path in files + [f for b in backends for f in b.state_files]:
         try:
             st = os.stat(path)
-            parts.append(f"{path}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")
+            parts.append(f"{path}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_mode}:{st.st_uid}")
         except OSError:
             parts.append(f"{path}:-")
     return "|".join(parts)
+
+
+RECHECK = 24 * 3600  # seconds after which a "does not work" is asked again
 
 
 def cache_file(env: Mapping[str, str]) -> str:
@@ -70,14 +79,16 @@ def verdicts(env: Mapping[str, str], key: str) -> dict[str, list[str] | None]:
     data = read_json(cache_file(env), 1 << 16)
     if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("verdicts"), dict):
         return {}
-    return {k: v for k, v in data["verdicts"].items() if v is None or (isinstance(v, list) and len(v) == 2)}
+    fresh = isinstance(data.get("when"), (int, float)) and 0 <= time.time() - data["when"] < RECHECK
+    return {k: v for k, v in data["verdicts"].items() if v is None or (fresh and isinstance(v, list) and len(v) == 2)}
 
 
 def save(env: Mapping[str, str], key: str, found: Mapping[str, list[str] | None]) -> None:
     from ai_sandbox.fs import write_atomic
 
+    doc = {"key": key, "when": int(time.time()), "verdicts": dict(found)}
     with contextlib.suppress(OSError):  # read-only here (inside a sandbox): asked again next time
-        write_atomic(cache_file(env), json.dumps({"key": key, "verdicts": dict(found)}).encode())
+        write_atomic(cache_file(env), json.dumps(doc).encode())
 
 
 def verdict(backend: Backend, env: Mapping[str, str]) -> UnavailableError | None:
@@ -109,11 +120,13 @@ def linux(settings: Settings, env: Mapping[str, str], *, fresh: bool = False) ->
     found: dict[str, list[str] | None] = {}
     reasons = []
     for backend in backends:
-        if backend.name in known:
+        err: UnavailableError | None
+        cheap = backend.unavailable()  # at every launch: the cache cannot know firejail.users changed its mind
+        if cheap is not None:
+            err = cheap
+        elif backend.name in known:
             v = known[backend.name]
             err = None if v is None else UnavailableError(v[0], v[1])
-        elif backend.unavailable() is not None:
-            err = backend.unavailable()
         else:
             err = verdict(backend, env)
             found[backend.name] = _saved(err)
@@ -126,8 +139,15 @@ def linux(settings: Settings, env: Mapping[str, str], *, fresh: bool = False) ->
         save(env, key, {**known, **found})
     raise UnavailableError(
         "no sandbox backend works here: " + "; ".join(f"{name}: {e.message}" for name, e in reasons),
-        " — or ".join(e.hint for _, e in reasons if e.hint),
+        " — or ".join(dict.fromkeys(e.hint for _, e in reasons if e.hint)),
     )
+
+
+def assumed(settings: Settings) -> Backend:
+    """The backend explain, init and --dry-run show the rules of when none works here: the first of ORDER
+    that is installed (the one a fix would most likely make work), else the first."""
+    backends = [REGISTRY[name](settings) for name in ORDER]
+    return next((b for b in backends if getattr(b, "executable", None)), backends[0])
 
 
 def _inside() -> str | None:

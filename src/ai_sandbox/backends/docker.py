@@ -49,6 +49,7 @@ def mount_arg(**fields: str | bool) -> str:
 class Docker:
     name = "docker"
     host_commands = False
+    state_files: tuple[str, ...] = ()
     max_masks = 2_000  # a --mount argument each: the command line must stay within ARG_MAX; rootless podman: less
 
     def __init__(self, settings: Settings) -> None:

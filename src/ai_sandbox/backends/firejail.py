@@ -42,6 +42,38 @@ def install_hint() -> str:
     return tools.install_hint("firejail", "https://firejail.wordpress.com")
 
 
+_BY_HAND = "see firejail's own error: `firejail --noprofile true`"
+
+
+def refused_user(users_file: str, uid: int | None = None) -> UnavailableError | None:
+    """firejail's own user check, before firejail refuses with several lines and exit 1 (firejail-users(5)):
+    root may always, nobody never, anyone else only where firejail.users is absent or names them (one name a
+    line, # starts a comment). A stat when the file is absent, as it is by default."""
+    import pwd
+
+    uid = os.getuid() if uid is None else uid  # firejail asks the real uid
+    if uid == 0:
+        return None
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        name = str(uid)
+    if name != "nobody":
+        try:
+            with open(users_file, "rb") as f:
+                names = {ln.rstrip(b"\n").decode("utf-8", "replace") for ln in f if not ln.startswith(b"#")}
+        except FileNotFoundError:
+            return None
+        except OSError:
+            names = set()
+        if name in names:
+            return None
+    return UnavailableError(
+        f"firejail refuses user {name}: {users_file} does not name it",
+        f"add it with `sudo firecfg --add-users {name}` (or a line `{name}` in that file), or use --backend bwrap",
+    )
+
+
 class Firejail:
     name = "firejail"
     host_commands = True
@@ -53,11 +85,20 @@ class Firejail:
         self.executable = tools.find("firejail")
         self.settings = settings or Settings()
         self.user = user  # (uid, gid) the sandbox runs as, when not this process's (tests plan for another user)
+        etc = "/usr/local/etc/firejail" if (self.executable or "").startswith("/usr/local/") else "/etc/firejail"
+        self.users_file = os.path.join(etc, "firejail.users")
+        self.state_files: tuple[str, ...] = (self.users_file, os.path.join(etc, "firejail.config"), "/etc/login.defs")
 
     def unavailable(self) -> UnavailableError | None:
         if self.executable is None:
             return UnavailableError(f"firejail is not installed (looked in {tools.where()})", install_hint())
-        return None
+        if not os.access(self.executable, os.X_OK):
+            st = os.stat(self.executable)
+            return UnavailableError(
+                f"this user may not run {self.executable} (mode {stat.filemode(st.st_mode)}, group {st.st_gid})",
+                "add the user to that group (then log in again), or use --backend bwrap",
+            )
+        return refused_user(self.users_file)
 
     def probe(self, env: Mapping[str, str]) -> UnavailableError | None:
         """Start a real sandbox that hides a temp file and runs the launch check: firejail can be installed
@@ -65,9 +106,9 @@ class Firejail:
         for doctor, explain and --dry-run; a launch proves itself with its own check."""
         import subprocess
 
-        from ai_sandbox import verify
+        from ai_sandbox import nested, verify
 
-        err = self.unavailable()
+        err = self.unavailable() or nested.chroot_error(self.name)
         if err is not None:
             return err
         with probe_plan(Firejail, env) as (base, plan):
@@ -76,7 +117,7 @@ class Firejail:
                     plan.argv, env=plan.env, capture_output=True, timeout=60, stdin=subprocess.DEVNULL, cwd=base
                 )
             except (OSError, subprocess.TimeoutExpired) as e:
-                return UnavailableError(f"firejail does not start here: {e}", "run `ai-sandbox doctor`")
+                return UnavailableError(f"firejail does not start here: {e}", _BY_HAND)
         if proc.returncode == 0:
             return None
         text = proc.stderr.decode("utf-8", "replace")
@@ -85,7 +126,7 @@ class Firejail:
                 "firejail does not sandbox here (existing sandbox / container detected)", verify.NOT_SANDBOXED_HINT
             )
         last = (text.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        return UnavailableError(f"firejail does not start here: {last}", "run `ai-sandbox doctor`")
+        return UnavailableError(f"firejail does not start here: {last}", _BY_HAND)
 
     def version(self) -> str | None:
         return tools.version(self.executable)

@@ -16,6 +16,9 @@ class Backend(Protocol):
     name: str
     host_commands: bool  # the agent is a program of this machine (firejail), or of an image (docker)
     max_masks: int  # more masks than this and the launch fails or crawls: the policy widens to fit
+    # files whose change can make the backend start or stop working here (firejail.users): auto's cached
+    # verdict is keyed by their stat (choose.py)
+    state_files: tuple[str, ...]
 
     def unavailable(self) -> UnavailableError | None:
         """Why this backend cannot run here, with the fix; None when it can."""

@@ -21,23 +21,29 @@ $(BIN)/pytest: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	@touch $@
 
-# The real sandbox tools the tests need (firejail, bubblewrap; podman, runc and a static busybox for the container backend),
-# the shells they start agents from, and npm for the real agent CLIs (tests/agents); installed when
-# missing (Debian/Ubuntu).
+# The real sandbox tools the tests need (firejail, bubblewrap; podman and what rootless podman runs with, a
+# static busybox for the container backend), the shells they start agents from, and npm for the real agent
+# CLIs (tests/agents); installed when missing (Debian/Ubuntu), without recommends: each command here is
+# one the suite runs. Recommends would add gcc, an X11 stack and ~690 packages (1.3 GB) on Debian 13.
+# command:package, for each command the suite runs
+TOOLS := firejail:firejail bwrap:bubblewrap git:git git-crypt:git-crypt setpriv:util-linux zsh:zsh fish:fish \
+	podman:podman runc:runc newuidmap:uidmap catatonit:catatonit slirp4netns:slirp4netns pasta:passt \
+	mkfs.ext4:e2fsprogs node:nodejs npm:npm
 system-deps:
-	@PATH="$$PATH:/usr/sbin:/sbin"; missing=""; \
-	for tool in firejail bwrap git git-crypt setpriv zsh fish podman runc; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	@PATH="$$PATH:/usr/sbin:/sbin:/usr/libexec/podman"; missing=""; \
+	for pair in $(TOOLS); do command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \
 	dpkg -s busybox-static >/dev/null 2>&1 || missing="$$missing busybox-static"; \
-	command -v mkfs.ext4 >/dev/null 2>&1 || missing="$$missing e2fsprogs"; \
-	missing=$$(echo "$$missing" | sed -e 's/setpriv/util-linux/' -e 's/bwrap/bubblewrap/'); \
 	$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || missing="$$missing python3-venv"; \
-	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	if [ -n "$$missing" ]; then \
 	  if [ -n "$(SUDO)" ] && ! command -v sudo >/dev/null; then \
-	    echo "make test needs:$$missing; install them as root (apt-get install$$missing), or install sudo" >&2; exit 1; \
+	    echo "make test needs:$$missing; install them as root (apt-get install --no-install-recommends$$missing), or install sudo" >&2; exit 1; \
 	  fi; \
-	  echo "installing:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+	  echo "installing:$$missing (apt-get install --no-install-recommends$(if $(SUDO), through sudo,))"; \
+	  log=$$(mktemp); \
+	  if ! { $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	         $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; } >"$$log" 2>&1; then \
+	    cat "$$log" >&2; rm -f "$$log"; exit 1; \
+	  fi; rm -f "$$log"; \
 	fi
 
 lint: $(BIN)/pytest
@@ -46,7 +52,7 @@ lint: $(BIN)/pytest
 	$(BIN)/mypy
 
 test: system-deps $(BIN)/pytest lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -rs
 
 unit: $(BIN)/pytest
 	$(BIN)/pytest -q tests/unit

@@ -3,7 +3,7 @@
 #
 # Why not `pip install --user`: Debian 12 and Ubuntu 23.04+ refuse it (PEP 668, externally-managed-environment).
 # So: pipx when present, else `uv tool`, else a venv under ~/.local/share/ai-sandbox made with the system
-# Python (python3-venv is installed when missing). firejail, which ai-sandbox refuses to run without, is
+# Python (python3-venv is installed when missing). firejail, the backend ai-sandbox prefers, is
 # installed when missing, without the X stack its recommends pull in. Re-running upgrades in place.
 #
 # Usage: install.sh install|uninstall   (from the checkout; PYTHON and INSTALL_WITH=pipx|uv|venv override)
@@ -130,7 +130,7 @@ do_install() {
     version=$("$LINK" --version) || die "$LINK does not run"
 
     if [ "$(uname -s)" = Linux ] && ! command -v firejail >/dev/null 2>&1; then
-        say "firejail is not installed; ai-sandbox refuses to start an agent without it"
+        say "firejail is not installed: ai-sandbox sandboxes with it (bubblewrap only where firejail does not work)"
         apt_install firejail || die "install firejail with your package manager (dnf install firejail, pacman -S firejail), then run ai-sandbox doctor"
         command -v firejail >/dev/null 2>&1 || die "firejail is still not on PATH after apt-get: install it, then run ai-sandbox doctor"
     fi

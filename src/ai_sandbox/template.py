@@ -161,6 +161,10 @@ def _listing(items: list[str]) -> list[str]:
     return out
 
 
+def entries(n: int) -> str:
+    return f"{n} entry" if n == 1 else f"{n} entries"
+
+
 def render(d: Draft) -> str:
     lines = [
         "# .ai-sandbox.toml: what ai-sandbox hides from AI agents in this repository, beyond git's own rules.",
@@ -181,7 +185,7 @@ def render(d: Draft) -> str:
         "#   A project can never allow what your own config.toml blocks.",
     ]
     if d.ignored:
-        lines += ["#", f"# git ignores {len(d.ignored)} entries here (hidden already):", *_listing(d.ignored)]
+        lines += ["#", f"# git ignores {entries(len(d.ignored))} here (hidden already):", *_listing(d.ignored)]
     if d.dependencies:
         lines += [
             "#",

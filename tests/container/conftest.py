@@ -51,28 +51,51 @@ def podman_env(tmp_path_factory) -> dict[str, str]:
         "XDG_RUNTIME_DIR": str(runtime),
         "PATH": os.environ["PATH"] + ":/usr/sbin:/sbin",
     }
-    root = busybox_rootfs(base / "rootfs", busybox)
-    podman_import(root, IMAGE, env)
-    yield env
-    subprocess.run([podman, "rmi", "-f", IMAGE], env={**os.environ, **env}, capture_output=True)
-    _end_pause_process(base / "tmp", runtime)
-    subprocess.run(["chmod", "-R", "u+w", str(base)], capture_output=True)
-    if os.geteuid() != 0:  # rootless storage holds files of the user namespace's other ids: remove them inside it
-        storage = [str(base / d) for d in ("graph", "run", "tmp")]
-        subprocess.run([podman, "unshare", "rm", "-rf", *storage], env={**os.environ, **env}, capture_output=True)
-
-
-def _end_pause_process(*dirs: Path) -> None:
-    """Rootless podman keeps a pause process (catatonit -P) holding its user namespace for later commands; it
-    outlives the run unless ended. Its pid is in pause.pid under the engine's tmp_dir (podman 4.3 and 5)."""
-    for d in dirs:
-        for pidfile in (d / "pause.pid", d / "libpod" / "tmp" / "pause.pid"):
-            try:
-                pid = int(pidfile.read_text().strip())
-            except (OSError, ValueError):
-                continue
+    try:
+        root = busybox_rootfs(base / "rootfs", busybox)
+        podman_import(root, IMAGE, env)
+        _can_run(podman, env)
+        yield env
+    finally:
+        pause = _pause_pids(base / "tmp", runtime)  # read now: the removal below takes the tmp dir
+        subprocess.run([podman, "rmi", "-f", IMAGE], env={**os.environ, **env}, capture_output=True)
+        subprocess.run(["chmod", "-R", "u+w", str(base)], capture_output=True)
+        if os.geteuid() != 0:  # rootless storage holds files of the user namespace's other ids: removed inside it
+            storage_dirs = [str(base / d) for d in ("graph", "run", "tmp")]
+            subprocess.run(
+                [podman, "unshare", "rm", "-rf", *storage_dirs], env={**os.environ, **env}, capture_output=True
+            )
+        for pid in pause | _pause_pids(base / "tmp", runtime):  # last: a podman command above may start one
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _can_run(podman: str, env: dict[str, str]) -> None:
+    """One container, run directly: where podman itself cannot start one, every container test would fail
+    with the same error; they are skipped instead (failed under CI=true) with podman's reason. Rootless
+    podman 5 on a cgroup v1 host whose /sys/fs/cgroup lacks the controllers' mounts fails with runc's
+    "no cgroup mount found in mountinfo" (a Debian 13 container, seen by a newcomer's run)."""
+    proc = subprocess.run(
+        [podman, "run", "--rm", IMAGE, "true"], env={**os.environ, **env}, capture_output=True, text=True, timeout=120
+    )
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
+        unavailable(
+            f"podman cannot run a container here ({last}): rootless podman 5 needs cgroup v2, or cgroup v1 with "
+            "its controllers mounted under /sys/fs/cgroup, plus uidmap and /etc/subuid entries"
+        )
+
+
+def _pause_pids(*dirs: Path) -> set[int]:
+    """Rootless podman keeps a pause process (catatonit -P) holding its user namespace for later commands; it
+    outlives the run unless ended. Its pid is in pause.pid under the engine's tmp_dir or the runtime dir's
+    libpod/tmp (podman 4.3 and 5)."""
+    pids = set()
+    for d in dirs:
+        for pidfile in (d / "pause.pid", d / "libpod" / "tmp" / "pause.pid"):
+            with contextlib.suppress(OSError, ValueError):
+                pids.add(int(pidfile.read_text().strip()))
+    return pids
 
 
 def busybox_rootfs(root: Path, busybox: str) -> Path:

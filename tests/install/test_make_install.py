@@ -10,6 +10,7 @@ dependencies from PyPI, as it does for the user.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -38,6 +39,29 @@ def _copy_checkout(dest: Path) -> None:
         if src.is_file():
             (dest / rel.decode()).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / os.fsdecode(rel))
+
+
+def _readme_sample() -> str:
+    """The README's `$ make install` block, without the command line, and without the lines of what this
+    machine has already (the block is a stock Debian's output: .ci/stock-debian compares it whole)."""
+    text = (CHECKOUT / "README.md").read_text()
+    start = text.index("```\n$ make install\n") + len("```\n$ make install\n")
+    block = text[start : text.index("```", start)]
+    for tool in ("python3-venv", "firejail"):
+        if tool == "firejail" and not shutil.which("firejail"):
+            continue
+        if tool == "python3-venv" and subprocess.run([SYSTEM_PYTHON, "-c", "import ensurepip, venv"]).returncode:
+            continue
+        block = "\n".join(
+            ln for ln in block.splitlines() if not re.match(rf"(installing {tool} with|{tool} is not)", ln)
+        )
+    return _version_free(block)
+
+
+def _version_free(out: str) -> str:
+    """The output with the machine's Python version and checkout-change notes taken out."""
+    lines = [ln for ln in out.splitlines() if not ln.startswith("note: installing local changes")]
+    return re.sub(r"python3\.\d+", "python3.X", "\n".join(lines)).strip()
 
 
 class Newcomer:
@@ -96,6 +120,7 @@ def test_make_install_then_uninstall_with_the_system_python_as_a_normal_user(tmp
     # ~/.local/bin did not exist when this login shell started: the script says how to get it on PATH
     assert 'export PATH="$HOME/.local/bin:$PATH"' in first.stdout
     assert "ai-sandbox doctor && ai-sandbox claude" in first.stdout
+    assert _readme_sample() == _version_free(first.stdout), "the README's `make install` sample is not the real output"
 
     run = me.login(
         f"cd {me.repo} && command -v ai-sandbox && ai-sandbox -- cat .env; echo rc=$?; ai-sandbox -- cat .gitignore"

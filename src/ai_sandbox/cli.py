@@ -135,14 +135,18 @@ def init(
     done = []
     if d.block or d.allow:
         kept = " and ".join(d.migrated_from)
-        done.append(f"kept from {kept}: {template.entries(len(d.block))} of block, {template.entries(len(d.allow))} of allow")
+        done.append(
+            f"kept from {kept}: {template.entries(len(d.block))} of block, {template.entries(len(d.allow))} of allow"
+        )
     if d.suggest:
         done.append(f"{len(d.suggest)} file(s) that look like secrets suggested, commented out")
     for line in done + d.notes:
         typer.echo(f"  {line}")
     if ".ai-sandbox" in d.migrated_from:
         if d.unmigrated:
-            typer.echo(f"  {template.entries(len(d.unmigrated))} of .ai-sandbox without a project-file form: see the file's header")
+            typer.echo(
+                f"  {template.entries(len(d.unmigrated))} of .ai-sandbox without a project-file form: see the file's header"
+            )
         else:
             typer.echo("  .ai-sandbox is migrated; both files apply until you delete it")
     typer.echo("review it, then run `ai-sandbox explain`")

@@ -429,9 +429,12 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
             except OSError as e:
                 return f"{rest} cannot be checked ({e.strerror})", "it must exist and be read-only inside"
             if not readonly:
+                blanks = "  " in rest or "\t" in rest or rest != rest.strip()
                 return (
                     f"{rest} is writable, although the policy makes it read-only",
-                    f"{backend} did not apply its read-only rule; move the directory (a path without runs of blanks)",
+                    f"{backend} did not apply its read-only rule; move the directory (a path without runs of blanks)"
+                    if blanks
+                    else f"{backend} does not sandbox here (a chroot or a container?): run `ai-sandbox doctor`",
                 )
         elif kind == "B":
             if points is None:

@@ -80,10 +80,13 @@ def _can_run(podman: str, env: dict[str, str]) -> None:
     )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
-        unavailable(
-            f"podman cannot run a container here ({last}): rootless podman 5 needs cgroup v2, or cgroup v1 with "
-            "its controllers mounted under /sys/fs/cgroup, plus uidmap and /etc/subuid entries"
+        needs = (
+            "podman needs nftables (netavark) or CNI plugins for its network"
+            if os.geteuid() == 0
+            else "rootless podman 5 needs cgroup v2, or cgroup v1 with its controllers mounted under /sys/fs/cgroup, "
+            "plus uidmap, /etc/subuid entries and passt or slirp4netns"
         )
+        unavailable(f"podman cannot run a container here ({last}): {needs}")
 
 
 def _pause_pids(*dirs: Path) -> set[int]:

@@ -392,7 +392,7 @@ def test_a_slow_scan_shows_a_status_on_a_terminal_only(ws_self, firejail, tmp_wo
     real = tmp_world / "real-git"
     shutil.copy(git, real)
     slow = tmp_world / "slow-git"
-    slow.write_text(f'#!/bin/sh\nsleep 0.3\nexec {real} "$@"\n')
+    slow.write_text(f'#!/bin/sh\nsleep 1\nexec {real} "$@"\n')  # one git call outlasts the 0.4 s delay
     slow.chmod(0o755)
     wrap = ["unshare", "--mount", "--", "sh", "-c", f'mount --bind {slow} {git} && exec "$@"', "-"]
     env = ws_self.env()

@@ -116,6 +116,19 @@ def test_the_watcher_leaves_with_the_agent(ws_self, firejail):
     assert f"{AIS} -- true" not in ps
 
 
+def _session_of_true(ws) -> None:
+    """`ai-sandbox -- true` as the workspace's identity, its output to a file, not a pipe: like a terminal,
+    nothing waits for the watcher (which holds stderr)."""
+    if ws.user:
+        chown_tree(ws.base, ws.user)
+    cmd = [AIS, *ws.backend_args, "--", "true"]
+    if ws.user:
+        cmd = setpriv_argv(ws.user.uid, ws.user.gid, cmd)
+    with open(ws.base / "out.txt", "wb") as out:
+        rc = subprocess.run(cmd, cwd=ws.repo, env=ws.env(), stdout=out, stderr=out, timeout=60).returncode
+    assert rc == 0, (ws.base / "out.txt").read_text()
+
+
 @pytest.mark.backends("bwrap")  # under firejail the marks were gone too in every try here
 def test_the_index_marks_are_gone_when_the_launch_returns(ws):
     """The user's own edit to a hidden tracked file, then a session, then `git commit -a` at once: with the
@@ -126,15 +139,7 @@ def test_the_index_marks_are_gone_when_the_launch_returns(ws):
     ws.git("add", ".")
     ws.git("commit", "-qm", "tfvars")
     ws.write("prod.tfvars", "key = 2\n")  # the user's edit, before the session
-    if ws.user:
-        chown_tree(ws.base, ws.user)
-    cmd = [AIS, *ws.backend_args, "--", "true"]
-    if ws.user:
-        cmd = setpriv_argv(ws.user.uid, ws.user.gid, cmd)
-    # output to a file, not a pipe: like a terminal, nothing waits for the watcher (which holds stderr)
-    with open(ws.base / "out.txt", "wb") as out:
-        rc = subprocess.run(cmd, cwd=ws.repo, env=ws.env(), stdout=out, stderr=out, timeout=60).returncode
-    assert rc == 0, (ws.base / "out.txt").read_text()
+    _session_of_true(ws)
     assert "S prod.tfvars" not in ws.git("ls-files", "-v")
     ws.git("commit", "-qam", "after")
     assert ws.git("show", "HEAD:prod.tfvars") == "key = 2\n"
@@ -160,14 +165,7 @@ def test_an_edit_git_has_yet_to_look_at_survives_the_marks(ws):
     ws.write("prod.tfvars", "key = 2\n")  # the user's edit, same size
     os.utime(ws.repo / "prod.tfvars", ns=when)
     assert ws.git("diff", "--name-only") == "prod.tfvars\n"  # racy: git looks at the content (diff writes no index)
-    if ws.user:
-        chown_tree(ws.base, ws.user)
-    cmd = [AIS, *ws.backend_args, "--", "true"]
-    if ws.user:
-        cmd = setpriv_argv(ws.user.uid, ws.user.gid, cmd)
-    with open(ws.base / "out.txt", "wb") as out:
-        rc = subprocess.run(cmd, cwd=ws.repo, env=ws.env(), stdout=out, stderr=out, timeout=60).returncode
-    assert rc == 0, (ws.base / "out.txt").read_text()
+    _session_of_true(ws)
     for _ in range(100):  # under firejail the watcher clears the marks a moment after the launch returns
         if "S prod.tfvars" not in ws.git("ls-files", "-v"):
             break

@@ -73,7 +73,9 @@ GIT_ENV = {
 }
 # The calls ai-sandbox makes on every launch (git.py), reproduced for the breakdown: find_repo's
 # rev-parse, then scan's three ls-files, which it starts side by side (SCAN_CALLS, timed that way too).
-GIT = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "--no-optional-locks"]
+GIT = [
+    "git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "protocol.allow=never", "--no-optional-locks",
+]  # fmt: skip
 GIT_CALLS = {
     "rev-parse": ["rev-parse", "--show-toplevel", "--git-common-dir"],
     "ls-files ignored": ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
@@ -726,7 +728,7 @@ def _scan(path: str) -> float:
         n: subprocess.Popen([*GIT, *GIT_CALLS[n]], cwd=path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for n in SCAN_CALLS
     }
-    _, errors = _drain(procs)
+    _, errors = _drain(procs, path)
     for n, proc in procs.items():
         if proc.returncode != 0:
             raise SystemExit(f"bench: git ls-files failed in {path}: {errors[n].decode(errors='replace').strip()}")

@@ -395,7 +395,8 @@ def test_a_slow_scan_shows_a_status_on_a_terminal_only(ws_self, firejail, tmp_wo
     slow.write_text(f'#!/bin/sh\nsleep 1\nexec {real} "$@"\n')  # one git call outlasts the 0.4 s delay
     slow.chmod(0o755)
     wrap = ["unshare", "--mount", "--", "sh", "-c", f'mount --bind {slow} {git} && exec "$@"', "-"]
-    env = ws_self.env()
+    # a terminal that draws: on TERM=dumb (a CI runner's, or a bare chroot's) rich shows no status, rightly
+    env = {**ws_self.env(), "TERM": "xterm-256color"}
     proc = subprocess.run(
         [*wrap, "script", "-qec", f"{AIS} -- echo AGENT-OUTPUT", "/dev/null"],
         cwd=ws_self.repo,

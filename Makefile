@@ -58,7 +58,9 @@ unit: $(BIN)/pytest
 	$(BIN)/pytest -q tests/unit
 
 # Launch time against the bare backend on three cached fixture repositories (bench/bench.py says how);
-# `make bench BENCH_ARGS=--quick` for the two small ones.
+# `make bench BENCH_ARGS=--quick` for the two small ones, BENCH_ARGS="--quick --write-docs docs/performance.md"
+# to put the Markdown between that doc's <!-- bench:begin --> and <!-- bench:end --> lines as well.
+BENCH_ARGS ?=
 bench: $(BIN)/pytest system-deps
 	$(BIN)/python bench/bench.py $(BENCH_ARGS)
 

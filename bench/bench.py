@@ -2,45 +2,21 @@
 
     make bench                                  # all three fixtures
     make bench BENCH_ARGS=--quick               # small + 100k fixtures, fewer runs
+    make bench BENCH_ARGS="--quick --write-docs docs/performance.md"   # and into that doc
     .venv/bin/python bench/bench.py --runs 20   # the same, by hand
 
-Fixtures are git repositories built once under ${XDG_CACHE_HOME:-~/.cache}/ai-sandbox-bench/<name>-v1/ and
-reused while `.git/bench-fixture.json` says the build completed (each is built under a temporary name and
-renamed when done; delete the directory to rebuild). Files are empty or a few bytes: what ai-sandbox pays
-for is names and directories, not content.
+This file is the entry point: the flags, and the order of the work. fixtures.py builds and caches the
+fixture repositories (which ones, and why so many files), runs.py times the launches (what is measured and
+how), report.py renders the Markdown (what the columns mean).
 
-    small         100 files: 88 tracked, a few ignored files, dist/ and node_modules/
-    100k          2,000 tracked files + 100,000 files in node_modules/
-    monorepo      1,000 packages, 50,003 tracked files, 1,000,000 files in total; 5,000 separate ignored
-                  directories (per package dist/ node_modules/ coverage/ .turbo/ build/) and 2,000
-                  individually ignored files (per package .env.local and src/debug.log)
-
-Every fixture is measured three times: with the default user config (node_modules/ is on the dependency
-allowlist, kept readable), with `allow_dependencies = false`, which hides every node_modules/ too (the
-stress case for mount counts), and with `block = ["README.md"]`: every README.md is tracked (1 in the small
-repo, 1,001 in the monorepo), which costs a mask each and the skip-worktree marks of skipworktree.py (one
-`git update-index` at launch; the watcher clears them after). The user config comes from a bench-owned XDG_CONFIG_HOME, never yours.
-
-For each row, `ai-sandbox -- true` (the installed console script .venv/bin/ai-sandbox) and the bare backend
-`firejail --quiet --profile=<the profile ai-sandbox generated> -- /usr/bin/true` run interleaved, the
-order alternating per iteration, so machine noise hits both alike; the table shows medians, the overhead
-(median ai-sandbox - median bare) and the ratio. The profile and the hidden-entry count come from
-`ai-sandbox explain --json` (`files`, `hidden`). The bwrap columns do the same for `ai-sandbox --backend bwrap
--- true` against bare `bwrap --args 3 -- true` with the arguments it generated (`descriptors`). Then: where the launch time goes (the git calls
-ai-sandbox makes, reproduced: rev-parse and the three ls-files, alone and side by side as git.scan runs
-them, next to the `git status --ignored` it ran before; and prepare() plus the rest of run() timed
-in-process, piece by piece, by wrapping git.find_repo, git.scan, layers.collect and policy.build),
-and the import time of the launch path (`python -X importtime`). The output is Markdown, to paste into the README as is; progress
-goes to stderr. Exit status 1 when a launch fails (the error is printed verbatim under the table).
-
-Every Python process the bench starts runs with its bytecode cached, as after an install, in
-PYTHONPYCACHEPREFIX=<cache>/pycache (nothing is written next to the sources), even where the environment
-sets PYTHONDONTWRITEBYTECODE; the import section also shows the uncached cost. Medians on a busy machine
-move by tens of ms: the header shows the load average, and the last column the overhead of the fastest
-runs (min - min).
+The output is Markdown, to paste into the README as is; progress goes to stderr. Exit status 1 when a launch
+fails (the error is printed verbatim under the table). --write-docs PATH also puts it between the lines
+`<!-- bench:begin -->` and `<!-- bench:end -->` of PATH, replacing what was there, once every launch succeeded
+(without those lines the bench stops before measuring).
 
 Flags: --quick (small and 100k only, fewer runs), --runs N (launches per row; default 40 / 20 / 10),
---only NAME (repeatable), --variant default|nodeps|tracked (repeatable), --build-only (build or check the fixtures and exit), --cache DIR.
+--only NAME (repeatable), --variant default|nodeps|tracked (repeatable), --build-only (build or check the fixtures and exit), --cache DIR,
+--write-docs PATH.
 """
 
 from __future__ import annotations
@@ -83,7 +59,17 @@ def main() -> int:
         "--cache",
         default=os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ai-sandbox-bench"),
     )
+    ap.add_argument(
+        "--write-docs",
+        metavar="PATH",
+        help=f"after the run, put its Markdown between the lines {report.BEGIN} and {report.END} of PATH",
+    )
     args = ap.parse_args()
+    if args.write_docs:
+        if args.build_only:
+            ap.error("--write-docs: --build-only measures nothing to write")
+        args.write_docs = os.path.abspath(args.write_docs)
+        report.check_docs(args.write_docs)
     if not os.access(AI_SANDBOX, os.X_OK):
         raise SystemExit(f"bench: {AI_SANDBOX} not found: run `make bench` (it creates the venv)")
     for tool, package in (("firejail", "firejail"), ("bwrap", "bubblewrap")):
@@ -138,11 +124,21 @@ def main() -> int:
         + f"; whole bench {t_all:.0f} s (fixture build {t_build:.0f} s)."
     )
     runs_note += f" Load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after."
-    print(report.launches(rows, gits, imp, report.machine(), runs_note, stale_git_calls()), end="", flush=True)
+    markdown = report.launches(rows, gits, imp, report.machine(), runs_note, stale_git_calls())
+    print(markdown, end="", flush=True)
     log("findings: history walk and secret scan")
     mono = infos.get("monorepo", {}).get("path")
-    print(report.findings(findings_bench(args.cache, mono, args.quick)), end="")
-    return 1 if any(r.error or r.bare_error or r.bw_error for r in rows) else 0
+    findings = report.findings(findings_bench(args.cache, mono, args.quick))
+    print(findings, end="")
+    markdown += findings
+    failed = any(r.error or r.bare_error or r.bw_error for r in rows)
+    if args.write_docs:
+        if failed:
+            log(f"a launch failed: {args.write_docs} left as it was")
+        else:
+            report.write_docs(args.write_docs, markdown)
+            log(f"the Markdown is in {args.write_docs}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -183,3 +183,36 @@ def findings(rows: list[tuple[str, str, float]]) -> str:
     ]
     out += [f"| {what} | {where} | {ms(took)} |" for what, where, took in rows]
     return "\n".join(out) + "\n"
+
+
+# --write-docs: the doc keeps its own text around these lines, the bench owns what is between them.
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def _markers(path: str) -> tuple[list[str], int, int]:
+    """The doc's lines and the indexes of its first begin line and the end line after it, or a one-line exit."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines(keepends=True)
+    except OSError as e:
+        raise SystemExit(f"bench: --write-docs {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise SystemExit(f"bench: --write-docs {path}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    begin = next((i for i, ln in enumerate(lines) if ln.strip() == BEGIN), None)
+    end = None if begin is None else next((i for i in range(begin + 1, len(lines)) if lines[i].strip() == END), None)
+    if begin is None or end is None:
+        raise SystemExit(f"bench: --write-docs {path}: no line {BEGIN} followed by a line {END}")
+    return lines, begin, end
+
+
+def check_docs(path: str) -> None:
+    """Before a run: the markers are there (a run takes minutes; a typo should not cost them)."""
+    _markers(path)
+
+
+def write_docs(path: str, markdown: str) -> None:
+    """Replace what is between the marker lines with markdown, and a blank line to close its last table."""
+    lines, begin, end = _markers(path)
+    text = markdown if markdown.endswith("\n\n") else markdown.rstrip("\n") + "\n\n"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(lines[: begin + 1]) + text + "".join(lines[end:]))

@@ -358,10 +358,10 @@ def measure_bwrap(row: Row, runs: int, env: dict[str, str]) -> None:
 
 
 def stale_git_calls() -> list[str]:
-    """The reproduced git calls that src/ai_sandbox/git.py no longer spells out (layout ignored)."""
+    """The reproduced git calls that src/ai_sandbox/git.py no longer spells out (layout and comments ignored)."""
     try:
         with open(os.path.join(REPO, "src", "ai_sandbox", "git.py")) as f:
-            src = re.sub(r"\s", "", f.read())
+            src = re.sub(r"\s", "", re.sub(r"#[^\n]*", "", f.read()))
     except OSError:
         return ["git.py"]
     calls = {"git prefix": GIT[1:], **GIT_CALLS}  # git.py names git by its resolved path

@@ -503,3 +503,126 @@ def test_a_fifo_the_repository_config_includes_never_hangs_the_next_launch(ws, f
     assert time.monotonic() - started < 60
     assert res.rc == 65 and "@@read" not in res.out
     assert "took longer than" in res.err and len(res.err.strip().splitlines()) == 1
+
+
+# --- the sixth red team: records of other roots, and marks a session hides or moves ------------------------
+
+
+def test_a_sibling_worktrees_hidden_file_stays_hidden_at_its_first_launch(ws, firejail):
+    """E: a launch in the main checkout hides the linked worktree's ignored `.env` (that checkout's own rules); its
+    session un-ignores it in the worktree (a file it can write). Old code: the first launch in the worktree
+    consulted only records of roots above or below it, never a sibling's: the secret was readable."""
+    secret = token("SIBLINGSECRET")
+    ws.write(".gitignore", ".env\n")
+    ws.git("add", ".gitignore")
+    ws.git("commit", "-qm", "ignore")
+    wt = ws.base / "wt"
+    ws.git("worktree", "add", "-q", str(wt))
+    (wt / ".env").write_text(secret + "\n")
+    _session(ws, f"cat {wt}/.env; echo '# nothing ignored' > {wt}/.gitignore")
+    read = "echo @@read; cat .env; true"
+    line = _refused(_show(ws.run("--", "sh", "-c", read, cwd=wt)), secret)
+    assert f"{wt}/.env" in line
+    assert ws.run("accept", cwd=wt).rc == 0  # the user's word: readable in the worktree now
+    assert secret in _show(ws.run("--", "sh", "-c", read, cwd=wt)).out
+
+
+def test_what_the_enclosing_projects_launch_hid_in_a_nested_clone_stays_hidden_from_the_clone(ws, firejail):
+    """B: the nested clone `lib` was launched on its own once (its record made before lib/.env existed); a launch
+    of the enclosing project hid lib/.env (lib's own rules) and its session emptied lib/.gitignore. Old code: the
+    next launch from lib consulted only lib's own, older record: the secret was readable."""
+    secret = token("NESTEDSECRET")
+    lib = ws.repo / "lib"
+    _repo(ws, lib)
+    (lib / ".gitignore").write_text(".env\n")
+    assert _show(ws.run("--", "true", cwd=lib)).rc == 0  # lib's own first launch: nothing to hide yet
+    (lib / ".env").write_text(secret + "\n")
+    _session(ws, "cat lib/.env; echo '# nothing' > lib/.gitignore")
+    line = _refused(_show(ws.run("--", "sh", "-c", "echo @@read; cat .env; true", cwd=lib)), secret)
+    assert f"{lib}/.env" in line
+
+
+def test_a_launch_from_a_nested_clone_after_accepting_a_difference_of_rules_passes_again(ws, firejail):
+    """The other side of B: the enclosing project's rules may hide in a nested clone what the clone's own do not
+    (an `allow` in lib's config). The launch from lib refuses once; after `accept` there the launches from either
+    root pass, however the user alternates, and what they hide is each root's own rules."""
+    lib = ws.repo / "lib"
+    _repo(ws, lib)
+    (lib / ".gitignore").write_text(".env*\n")
+    (lib / ".ai-sandbox.toml").write_text('allow = [".env.example"]\n')
+    (lib / ".env.example").write_text("EXAMPLE=1\n")
+    assert _show(ws.run("--", "true")).rc == 0  # the enclosing project hides lib/.env.example
+    assert _show(ws.run("--", "cat", ".env.example", cwd=lib)).rc == 65
+    assert ws.run("accept", cwd=lib).rc == 0
+    for _ in range(2):
+        assert _show(ws.run("--", "true")).rc == 0
+        assert "EXAMPLE=1" in _show(ws.run("--", "cat", ".env.example", cwd=lib)).out
+
+
+DECOY = (
+    "O=$(git rev-parse :conf/prod.tfvars) && git update-index --add --cacheinfo 100644,$O,aaa.txt"
+    " && git update-index --skip-worktree aaa.txt && git mv conf conf2"
+    " && git -c user.name=t -c user.email=t@e commit -qm mv"
+)
+
+
+def test_a_decoy_entry_holding_the_hidden_files_object_never_keeps_the_mark_on_the_real_file(ws, firejail):
+    """C: the session flags a decoy index entry that holds the hidden file's object id, then `git mv`s the file's
+    directory. Old code followed the mark, by object id, to the first flagged entry holding it (the decoy) and
+    cleared it there; the bit git carried to conf2/prod.tfvars stayed for good, and the user's edit never reached
+    `git commit -a`. Now every entry the mark could have moved to is cleared, and a line says which."""
+    secret = token("TFSECRET")
+    _conf_repo(ws, ws.repo, secret)
+    control = _copy(ws)
+    res = _session(ws, DECOY)
+    time.sleep(0.5)  # firejail: the watcher clears the marks once the sandbox is gone
+    _control(ws, control, DECOY)
+    flags = ws.git("ls-files", "-t")
+    assert "H conf2/prod.tfvars" in flags.splitlines(), flags
+    assert "ai-sandbox" in res.err and "aaa.txt" in res.err  # the decoy's bit was cleared too, and it says so
+    _show(ws.run("--", "true"))  # a next launch and its session change nothing of that
+    time.sleep(0.5)
+    for repo in (ws.repo, control):
+        with open(repo / "conf2" / "prod.tfvars", "a") as f:
+            f.write("EDITED\n")
+        ws.git("commit", "-qam", "edit", cwd=repo)
+        assert "EDITED" in ws.git("show", "HEAD:conf2/prod.tfvars", cwd=repo)
+
+
+MOVE_TREE = {
+    "nested-clone": ("lib", "mv lib lib2", "lib2"),
+    "project-root": ("", 'cd / && mv "$OLDPWD" "$OLDPWD-moved"', "-moved"),
+}
+
+
+@pytest.mark.parametrize("how", list(MOVE_TREE))
+def test_a_work_tree_a_session_moves_has_its_marks_cleared_where_it_went(ws, firejail, how):
+    """A: a session moves a work tree holding a hidden tracked file, marked for the session: an untracked nested
+    clone (`mv lib lib2`), or the project root itself. Old code skipped a work tree that was no longer where it had
+    been, and the next launch took the bit for the user's own: the user's edits never reached `commit -a`. The end
+    of the session now finds the work tree where it went (a descriptor held on it since the launch)."""
+    secret = token("TFSECRET")
+    rel, move, moved = MOVE_TREE[how]
+    tree = ws.repo / rel if rel else ws.repo
+    if rel:
+        _repo(ws, tree)
+    _conf_repo(ws, tree, secret)
+    _session(ws, move)
+    time.sleep(0.5)
+    after = ws.repo / moved if rel else Path(f"{ws.repo}{moved}")
+    assert (after / "conf" / "prod.tfvars").read_text() == secret + "\n"  # the move really happened
+    flags = ws.git("ls-files", "-t", cwd=after)
+    assert "H conf/prod.tfvars" in flags.splitlines(), flags
+
+
+def test_a_lock_a_session_leaves_on_the_index_is_named_with_the_marks_it_kept(ws, firejail):
+    """F: the session leaves .git/index.lock behind: the end of the session cannot clear the marks (git refuses
+    while the lock exists, and it may be a live git's). Old code said nothing; now one line names the lock and
+    the files whose mark stays until the next launch."""
+    secret = token("TFSECRET")
+    _conf_repo(ws, ws.repo, secret)
+    res = _session(ws, "touch .git/index.lock")
+    time.sleep(0.5)
+    said = [ln for ln in res.err.splitlines() if "index.lock" in ln]
+    assert len(said) == 1 and "conf/prod.tfvars" in said[0], res.err
+    (ws.repo / ".git" / "index.lock").unlink()

@@ -196,18 +196,25 @@ def alias(
 
 @app.command()
 def accept(
+    ctx: typer.Context,
     directory: str = typer.Argument(".", metavar="DIR", help="A directory in the project (default: here)."),
 ) -> None:
     """Accept that the rules changed: forget what earlier launches hid here, so the next one may show it."""
-    from ai_sandbox import git, state
+    from ai_sandbox import state
     from ai_sandbox.errors import UsageError
+    from ai_sandbox.launch import Request, prepare
 
     real = os.path.realpath(directory)
     if not os.path.isdir(real):
         raise UsageError(f"{directory}: no such directory", "name a directory in the project")
-    repo = git.find_repo(real)
-    root = repo.root if repo else real
-    n = state.forget(dict(os.environ), root, real)
+    opts = _root_opts(ctx)
+    env = dict(os.environ)
+    req = Request(
+        ["AGENT"], True, cwd=real, env=env, backend=opts["backend"], engine=opts["engine"], image=opts["image"]
+    )
+    policy = prepare(req, resolve=False, assume=True).policy  # what a launch from there would show
+    root = policy.root
+    n = state.forget(env, root, real, state.from_other_roots(policy, env, real))
     what = "forgot what the last launch hid" if n else "nothing was recorded"
     typer.echo(f"{what} in {root}; the next launch records anew")
     typer.echo("check first with `ai-sandbox explain` that what is now readable should be")

@@ -173,6 +173,7 @@ class Policy:
     config_files: list[str] = factory(list)
     capped: list[Mask] = factory(list)  # masks merged into a parent only to stay within the backend's limit
     tracked: list[str] = factory(list)  # hidden files git tracks (skipworktree.py marks them for the session)
+    checkouts: list[str] = factory(list)  # the roots of the repository's other worktrees, whose masks `merge` added
 
     def hidden(self, path: str) -> Mask | None:
         """The mask that hides path (itself or an enclosing directory), if any. The masks are indexed at
@@ -320,6 +321,7 @@ def merge(
     protected = _protected(policy.root, home)
     extra: list[Mask] = []
     for other in others:
+        policy.checkouts.append(other.root)
         where = f" (in the worktree {other.root})"
         holds_us = below(policy.root, other.root)
         for m in other.masks:

@@ -13,13 +13,21 @@ something new, or nothing. So the next launch refuses when a recorded path exist
 rule changed), and when a recorded directory is no longer at its path but stands elsewhere in the project
 with the recorded entry readable there (it was moved; found by inode, whatever its name is now).
 
-Which records apply: the project's own, one per root whatever the agent; and, since a session can move the
-root itself (`git init` in a subdirectory, `core.worktree` pointing up, deleting a nested `.git`):
-- at a root never launched before, the records of every recorded root above or below it, and of a recorded
-  root that is this very directory under another name (same device and inode);
+Which records apply: the project's own, one per root whatever the agent; the records of the roots whose launches
+hide paths in this one — an enclosing project hides what a nested clone's rules ignore (its paths inside this
+root), a nested clone's launch what it hides (all of it), another worktree of the repository what this checkout's
+rules ignore (all of it: each checkout's launch hides every checkout's) — at every launch, since a session of
+one can edit the other's rules (red team: a worktree's `.gitignore` emptied from the main checkout, a nested
+clone's from the enclosing project); and, since a session can move the root itself (`git init` in a
+subdirectory, `core.worktree` pointing up, deleting a nested `.git`):
+- at a root never launched before, the whole records of every recorded root above or below it, and of a
+  recorded root that is this very directory under another name (same device and inode);
 - the record of the root that the last launch from this directory (or the nearest one above) used, when it
   was another root.
-An index of recorded roots and launch directories (hidden/index) finds them.
+An index of recorded roots and launch directories (hidden/index) finds them. Where the roots' own rules differ
+(an `allow` in a nested clone's config that the enclosing project's rules do not know), `accept` at the root
+that shows the path keeps it readable there: the paths it accepted from other roots' records are listed beside
+its record (`<record>.accepted`), and skipped in those records from then on.
 
 Cost: the usual launch (same masks, nothing moved) reads two small files and stats each directory holding
 a hidden path. Only a recorded directory that vanished or changed inode walks the project, once, never into
@@ -34,7 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from ai_sandbox import records
 from ai_sandbox.errors import PolicyError
@@ -265,60 +273,92 @@ def _last_root(cwds: dict[str, str], cwd: str) -> str | None:
 
 
 def _related(
-    roots: dict[str, bytes], cwds: dict[str, str], root: str, root_id: bytes, cwd: str, first: bool
-) -> list[str]:
-    """Other roots whose records apply to this launch (see the module docstring)."""
-    out = []
-    if first:
-        for r, rid in roots.items():
-            if r != root and (inside(r, root) or inside(root, r) or (rid == root_id and rid != _NONE)):
-                out.append(r)
+    roots: dict[str, bytes],
+    cwds: dict[str, str],
+    root: str,
+    root_id: bytes,
+    cwd: str,
+    first: bool,
+    checkouts: tuple[str, ...] = (),
+) -> dict[str, str]:
+    """Other roots whose records apply to this launch (see the module docstring): root -> "" when all of its
+    record applies, or the directory its paths must be inside (this root, for an enclosing one)."""
+    out: dict[str, str] = {}
+    for r, rid in roots.items():
+        if r == root:
+            continue
+        if inside(r, root) or r in checkouts or (first and (inside(root, r) or (rid == root_id and rid != _NONE))):
+            out[r] = ""
+        elif inside(root, r):
+            out[r] = root
     last = _last_root(cwds, cwd)
-    if last is not None and last != root and last not in out:
-        out.append(last)
+    if last is not None and last != root:
+        out[last] = ""
     return out
 
 
 # --- judging a record against this launch's policy ----------------------------------------------------------
 
 
+@records.record
+class Lost:
+    """A recorded path this launch would leave readable."""
+
+    shown: str  # as the refusal names it ("OLD (now NEW)" when its directory moved)
+    why: str
+    path: str  # as the record holds it
+    owner: str  # whose record: a root, or GLOBAL_RECORD
+
+
 def _judge(
-    policy: Policy, sources: list[tuple[str, bytes | None, int]], ids: dict[str, bytes], env: Mapping[str, str]
-) -> list[tuple[str, str]]:
-    """(what would be readable, why) for every recorded path of these (owner, record, when it was written)
+    policy: Policy,
+    sources: list[tuple[str, list[tuple[str, bytes]], int]],
+    ids: dict[str, bytes],
+    env: Mapping[str, str],
+) -> list[Lost]:
+    """What would be readable, for every recorded path of these (owner, record's entries, when it was written)
     triples; the owner is a root, or GLOBAL_RECORD."""
     kept = _kept_by_code(policy)
-    lost: list[tuple[str, str]] = []
+    lost: list[Lost] = []
     wanted: dict[bytes, list[tuple[str, str]]] = {}  # directory id -> (recorded path, owner), where it moved
     since = {owner: when for owner, _, when in sources}
-    for owner, data, _ in sources:
+    for owner, entries, _ in sources:
         if owner == policy.root:
             why = "a rule changed (.gitignore, .ai-sandbox.toml or your config.toml)"
         elif owner == GLOBAL_RECORD:
             why = "a rule changed (your config.toml)"
         else:
-            why = f"the project root changed (it was {owner}: a new or removed git repository?)"
-        for p, pid in _entries(data):
+            why = _other_root(policy, owner)
+        for p, pid in entries:
             if pid and pid != _NONE and _dir_id(_dirname(p), ids) != pid:
                 wanted.setdefault(pid, []).append((p, owner))
             if policy.hidden(p) is None and p not in kept and os.path.lexists(p):
-                lost.append((p, why))
+                lost.append(Lost(p, why, p, owner))
     if wanted:
         found, nowhere = _moved(policy, wanted)
         lost += found
         if nowhere:  # deleted, or moved where no search looks: each session's watcher noted what moved
             logs = _all_logs(env)
             why = "a directory above it was moved away during a session (where to is not known)"
-            lost += [(p, why) for p, owner in nowhere if _moved_during_a_session(p, owner, logs, since[owner])]
+            lost += [
+                Lost(p, why, p, owner) for p, owner in nowhere if _moved_during_a_session(p, owner, logs, since[owner])
+            ]
     return lost
+
+
+def _other_root(policy: Policy, owner: str) -> str:
+    """Why another root's record holds a path of this launch, as the refusal says it."""
+    if owner in policy.checkouts:
+        return f"the last launch in {owner}, another worktree of this repository, hid it"
+    if inside(owner, policy.root) and os.path.lexists(os.path.join(owner, ".git")):
+        return f"the last launch in the repository {owner}, inside this project, hid it"
+    return f"the project root changed (it was {owner}: a new or removed git repository, or a project holding this one)"
 
 
 _Wanted = list[tuple[int, list[tuple[str, str]]]]  # (device, [(recorded path, owner)]) per inode number
 
 
-def _moved(
-    policy: Policy, wanted: dict[bytes, list[tuple[str, str]]]
-) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+def _moved(policy: Policy, wanted: dict[bytes, list[tuple[str, str]]]) -> tuple[list[Lost], list[tuple[str, str]]]:
     """Recorded paths whose directory now stands elsewhere, readable there; and the (path, owner) of those whose
     directory was found nowhere. Searched: the project, a walk of what the sandbox shows (hidden directories are
     skipped: what moved into one is hidden still; links are not followed; it stops once every directory is
@@ -330,7 +370,7 @@ def _moved(
         dev, _, ino = pid.partition(b":")
         by_ino.setdefault(int(ino), []).append((int(dev), paths))
     masked = {m.path for m in policy.masks if m.is_dir}
-    lost: list[tuple[str, str]] = []
+    lost: list[Lost] = []
     stack = [policy.root]
     while stack and by_ino:
         for e in _listing(stack.pop()):
@@ -376,15 +416,15 @@ def _found(
     hit: _Wanted,
     by_ino: dict[int, _Wanted],
     ino: int,
-) -> list[tuple[str, str]]:
+) -> list[Lost]:
     out = []
     for want_dev, paths in hit:
         if want_dev != dev:
             continue
-        for old, _ in paths:
+        for old, owner in paths:
             new = os.path.join(here, os.path.basename(old))
             if os.path.lexists(new) and policy.hidden(new) is None:
-                out.append((f"{old} (now {new})", "a directory above it was moved"))
+                out.append(Lost(f"{old} (now {new})", "a directory above it was moved", old, owner))
         hit.remove((want_dev, paths))
         break
     if not hit:
@@ -409,7 +449,7 @@ class Record:
 
 def _examine(
     policy: Policy, env: Mapping[str, str], cwd: str, seen: Snapshot | None = None
-) -> tuple[Record, list[tuple[str, str]]]:
+) -> tuple[Record, list[Lost]]:
     """seen: the launch's one look at the masks (idents.py); without one (explain), a look of its own."""
     root = policy.root
     cwd = os.path.realpath(cwd or os.getcwd())
@@ -420,20 +460,32 @@ def _examine(
     gbefore, gnow = _read(gpath), _content(users, ids)
     roots, cwds = _load_index(index)
     root_id = _dir_id(root, ids)
-    others = _related(roots, cwds, root, root_id, cwd, before is None)
+    others = _related(roots, cwds, root, root_id, cwd, before is None, tuple(policy.checkouts))
     stale = roots.get(root) != root_id or _last_root(cwds, cwd) != root
     rec = Record(
         path, now, before == now, index if stale else "", root, root_id, cwd, _settled_logs(env, root),
         gpath, gnow, gbefore == gnow,
     )  # fmt: skip
-    sources = [(r, _read(record_path(env, r)), _mtime(record_path(env, r))) for r in others]
+    sources: list[tuple[str, list[tuple[str, bytes]], int]] = []
+    if others:
+        accepted = _accepted(path)
+        for r, within in others.items():
+            entries = _entries(_read(record_path(env, r)))
+            entries = [(p, i) for p, i in entries if p not in accepted and (not within or inside(p, within))]
+            if entries:
+                sources.append((r, entries, _mtime(record_path(env, r))))
     if before != now:
-        sources.insert(0, (root, before, _mtime(path)))
+        sources.insert(0, (root, _entries(before), _mtime(path)))
     if gbefore != gnow:  # the user's global blocks outside the project: the same for every project
-        sources.append((GLOBAL_RECORD, gbefore, _mtime(gpath)))
+        sources.append((GLOBAL_RECORD, _entries(gbefore), _mtime(gpath)))
     if not sources:  # the usual launch: the same masks as last time, nothing moved
         return rec, []
     return rec, _judge(policy, sources, ids, env)
+
+
+def _accepted(path: str) -> set[str]:
+    """The paths of other roots' records that `accept` here made readable (see the module docstring)."""
+    return {os.fsdecode(p) for p in (_read(path + ".accepted") or b"").split(b"\0") if p}
 
 
 def _mtime(path: str) -> int:
@@ -448,8 +500,8 @@ def check(policy: Policy, env: Mapping[str, str], cwd: str = "", seen: Snapshot 
     the launch runs (default: here); seen: the launch's one look at its masks, which the record keeps."""
     rec, lost = _examine(policy, env, cwd, seen)
     if lost:
-        shown = some(p for p, _ in lost)
-        why = "; ".join(dict.fromkeys(w for _, w in lost))
+        shown = some(x.shown for x in lost)
+        why = "; ".join(dict.fromkeys(x.why for x in lost))
         raise PolicyError(
             f"{shown} was hidden at the last launch and would be readable now: {why}, possibly from inside the sandbox",
             "see why with `ai-sandbox explain PATH`; if the change is yours, run `ai-sandbox accept`",
@@ -459,7 +511,13 @@ def check(policy: Policy, env: Mapping[str, str], cwd: str = "", seen: Snapshot 
 
 def findings(policy: Policy, env: Mapping[str, str], cwd: str = "") -> list[str]:
     """What `check` would refuse for, without refusing: for explain."""
-    return [p for p, _ in _examine(policy, env, cwd)[1]]
+    return [x.shown for x in _examine(policy, env, cwd)[1]]
+
+
+def from_other_roots(policy: Policy, env: Mapping[str, str], cwd: str = "") -> list[str]:
+    """The paths of other roots' records that `check` would refuse for (as those records hold them): what
+    `accept` lists beside this root's record."""
+    return [x.path for x in _examine(policy, env, cwd)[1] if x.owner not in (policy.root, GLOBAL_RECORD)]
 
 
 def unhidden_notices(policy: Policy, env: Mapping[str, str], cwd: str = "") -> list[Notice]:
@@ -520,10 +578,12 @@ def record(rec: Record) -> None:
         _update_index(rec.index, change)
 
 
-def forget(env: Mapping[str, str], root: str, cwd: str = "") -> int:
+def forget(env: Mapping[str, str], root: str, cwd: str = "", readable: Iterable[str] = ()) -> int:
     """`ai-sandbox accept`: the project's record and the record of the global blocks start anew (empty: the next
     launch records what it hides), and other roots' records stop applying here: this root is known, and
-    launches from cwd belong to it. Returns how many records applied (0 when nothing was recorded)."""
+    launches from cwd belong to it; readable: the paths of other roots' records this launch would show (state
+    `findings`), listed beside the record so that those records skip them here from now on. Returns how many
+    records applied (0 when nothing was recorded)."""
     cwd = os.path.realpath(cwd or os.getcwd())
     path, index, gpath = record_path(env, root), _index_path(env), global_record_path(env)
     ids: dict[str, bytes] = {}
@@ -533,6 +593,9 @@ def forget(env: Mapping[str, str], root: str, cwd: str = "") -> int:
     n += gbefore not in (None, MAGIC)
     write_atomic(path, MAGIC)
     write_atomic(gpath, MAGIC)
+    accepted = sorted(_accepted(path) | set(readable))
+    if accepted:
+        write_atomic(path + ".accepted", b"".join(os.fsencode(p) + b"\0" for p in accepted))
     for log in _settled_logs(env, root):
         _drop(log)
 

@@ -120,8 +120,9 @@ def test_a_new_root_inside_a_recorded_one_is_held_to_its_record(tmp_path, env, m
         state.check(_policy(sub, [".env"]), env)  # ../.env would be readable
     with pytest.raises(PolicyError, match="project root changed"):
         state.check(_policy(outer[: outer.rindex("/")], []), env, outer)  # a root above (core.worktree)
-    assert state.forget(env, sub, sub) == 1
-    state.record(state.check(_policy(sub), env))  # accepted: sub is a project of its own
+    # accepted: sub is a project of its own; what the outer launch hid in it is readable from there
+    assert state.forget(env, sub, sub, state.from_other_roots(_policy(sub), env, sub)) == 1
+    state.record(state.check(_policy(sub), env))
     state.record(state.check(_policy(outer, [".env", "sub/.env"]), env, outer))  # the outer one is unchanged
 
 
@@ -133,9 +134,12 @@ def test_the_root_the_last_launch_from_here_used_still_applies(tmp_path, env, mo
     # a session deletes lib/.git: from lib/, the next launch is the outer project's, which never hid it
     with pytest.raises(PolicyError, match=f"it was {lib}"):
         state.check(_policy(outer), env, lib)
-    state.check(_policy(outer), env, outer)  # launched from the outer project, as always: its own record
-    state.forget(env, outer, lib)
+    # from the outer project too: lib's launches hid it, and a launch of the project holding lib would show it
+    with pytest.raises(PolicyError, match=f"it was {lib}"):
+        state.check(_policy(outer), env, outer)
+    state.forget(env, outer, lib, state.from_other_roots(_policy(outer), env, lib))
     state.check(_policy(outer), env, lib)
+    state.check(_policy(outer), env, outer)  # what lib's record held is accepted readable in the outer project
 
 
 # --- the parsed-config cache and how config files are opened ----------------------------------------------

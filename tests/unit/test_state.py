@@ -293,12 +293,15 @@ def test_the_last_root_is_the_nearest_launch_directory_above():
 
 def test_which_other_roots_apply():
     roots = {"/a": b"1:1", "/a/b/c": b"1:3", "/ab": b"1:5", "/x": b"1:4", "/y": b"-", "/a/b": b"1:4"}
-    # the first launch at /a/b: the roots above and below it, and one that is this directory by inode
-    assert state._related(roots, {}, "/a/b", b"1:4", "/a/b", True) == ["/a", "/a/b/c", "/x"]
-    assert state._related(roots, {}, "/a", b"-", "/a", True) == ["/a/b/c", "/a/b"]  # "-" is no inode
-    # a known root: only the root the last launch from here used, if another
-    assert state._related(roots, {"/a/b": "/a"}, "/a/b", b"1:4", "/a/b/c/d", False) == ["/a"]
-    assert state._related(roots, {"/a/b": "/a/b"}, "/a/b", b"1:4", "/a/b", False) == []
+    # the first launch at /a/b: the whole records of the roots above and below it, and of one that is this
+    # directory by inode
+    assert state._related(roots, {}, "/a/b", b"1:4", "/a/b", True) == {"/a": "", "/a/b/c": "", "/x": ""}
+    assert state._related(roots, {}, "/a", b"-", "/a", True) == {"/a/b/c": "", "/a/b": ""}  # "-" is no inode
+    # a known root: the roots below it, what the roots above it hid inside it, the other worktrees, and the root
+    # the last launch from here used, whole
+    assert state._related(roots, {"/a/b": "/a"}, "/a/b", b"1:4", "/a/b/c/d", False) == {"/a": "", "/a/b/c": ""}
+    assert state._related(roots, {"/a/b": "/a/b"}, "/a/b", b"1:4", "/a/b", False) == {"/a": "/a/b", "/a/b/c": ""}
+    assert state._related(roots, {}, "/a/b", b"1:4", "/a/b", False, ("/y",)) == {"/a": "/a/b", "/a/b/c": "", "/y": ""}
 
 
 def test_record_and_forget_keep_the_index(tmp_path, env):

@@ -326,9 +326,11 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
     if not (marks.needs or dirs):
         return None
 
+    held = skipworktree.Trees(marks.needs) if marks.needs else None
+
     def end(pid: int) -> None:
         if marks.needs:
-            skipworktree.release(env, policy.root, pid)
+            skipworktree.release(env, policy.root, pid, held)
         if dirs:
             from ai_sandbox import unwritten  # after the session, never on the launch path
 

@@ -17,7 +17,11 @@ or a kill does the same for sessions that are gone.
 git carries the bit along when an entry is renamed (`git mv` of the file or of a directory above it): a mark
 whose path left the index is looked for among the marked entries by its object id, and cleared wherever it
 is now (old code cleared the old path only, and the next launch took the moved bit for the user's own: the
-user's later edits never reached `git commit -a`; red team, F3).
+user's later edits never reached `git commit -a`; red team, F3). When more new marked entries hold that object
+than marks of ours left (a session can mark a decoy holding the hidden file's object id), every one of them is
+cleared, and a line says which: a bit of the session's own cleared shows in `git status`, one of ours left set
+hides the user's edits for good (red team). A work tree a session moved (a nested clone renamed, the project
+root itself) is found where it went through a descriptor the launch opened on it (`Trees`).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
+import sys
 import time
 from collections.abc import Iterable, Mapping
 
@@ -152,19 +158,87 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
             raise
 
 
-def release(env: Mapping[str, str], root: str, pid: int) -> None:
-    """After the session of pid: clear what no live session needs any more. Never raises: a bit left set is
-    cleared by the next launch."""
+class Trees:
+    """Descriptors on the work trees whose marks a session needs, opened before it starts: where each is at its end,
+    even after the session renamed it (a descriptor follows a directory, a path does not)."""
+
+    def __init__(self, trees: Iterable[str]) -> None:
+        self.fds: dict[str, int] = {}
+        for tree in trees:
+            with contextlib.suppress(OSError):
+                self.fds[tree] = os.open(tree, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+
+    def now(self) -> dict[str, str]:
+        """tree -> where it is now, for each tree that is no longer at its path but still is a directory."""
+        out = {}
+        for tree, fd in self.fds.items():
+            if os.path.isdir(tree):
+                continue
+            try:
+                here = os.readlink(f"/proc/self/fd/{fd}")
+                st, seen = os.stat(here), os.fstat(fd)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == (seen.st_dev, seen.st_ino):
+                out[tree] = here
+        return out
+
+
+def release(env: Mapping[str, str], root: str, pid: int, trees: Trees | None = None) -> None:
+    """After the session of pid: clear what no live session needs any more, in the work trees where they are now
+    (trees: those the session moved). Never raises: a bit left set is cleared by the next launch; one that cannot
+    be cleared now is named in a line on stderr."""
     path = journal_path(env, root)
     with contextlib.suppress(OSError, PolicyError, ValueError), locked(path):
         doc = _load(path)
         live = _live_sessions(doc)
         live.pop(str(pid), None)
         owned, theirs = _entries(doc, "owned"), _entries(doc, "theirs")
+        cleared = Cleared()
         try:
-            _clear_unneeded(env, owned, theirs, _needed(live), wait=10.0)
+            _clear_unneeded(
+                env, owned, theirs, _needed(live), wait=10.0, moved=trees.now() if trees else {}, out=cleared
+            )
         finally:
             _save(path, owned, theirs, live)
+            cleared.say()
+
+
+@record
+class Cleared:
+    """What the end of a session could not do cleanly, for the line it prints."""
+
+    doubtful: dict[str, list[str]] = factory(dict)  # tree -> entries cleared that a session may have marked itself
+    kept: dict[str, tuple[list[str], str]] = factory(dict)  # tree -> (marks still set, why)
+
+    def say(self) -> None:
+        for tree, paths in self.doubtful.items():
+            _line(
+                f"cleared git's skip-worktree mark of {_some(paths)} in {tree}: the session marked entries holding the "
+                "same object as a hidden file it had moved, so which one held ai-sandbox's mark cannot be told; "
+                "`git status` shows what to restore"
+            )
+        for tree, (paths, why) in self.kept.items():
+            _line(
+                f"could not clear git's skip-worktree mark of {_some(paths)} in {tree} ({why}): until the next launch "
+                f"clears it, `git commit -a` leaves out your edits there; or, once nothing holds the lock, `git -C "
+                f"{shlex.quote(tree)} update-index --no-skip-worktree PATH`"
+            )
+
+
+def _some(paths: list[str]) -> str:
+    from ai_sandbox.fs import printable
+
+    shown = ", ".join(printable(p) for p in paths[:5])
+    return shown + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+
+
+def _line(text: str) -> None:
+    from ai_sandbox.fs import printable
+
+    with contextlib.suppress(OSError):
+        sys.stderr.write(f"ai-sandbox: {printable(text)}\n")
+        sys.stderr.flush()
 
 
 def _clear_unneeded(
@@ -173,43 +247,73 @@ def _clear_unneeded(
     theirs: dict[str, dict[str, str]],
     keep: dict[str, set[str]],
     wait: float = _LOCK_WAIT,
+    moved: Mapping[str, str] | None = None,
+    out: Cleared | None = None,
 ) -> dict[str, set[str]]:
     """Clear the marks ai-sandbox set that no live session needs, wherever git carried them. owned and theirs
-    (tree -> path -> object id) are updated: a mark found moved is followed to its new path. Returns every path
-    that held a mark of ai-sandbox's, before or after the move."""
+    (tree -> path -> object id) are updated: a mark found moved is followed to its new path. moved: where a work
+    tree the session renamed is now (Trees.now). out: what could not be done cleanly (release says it). Returns
+    every path that held a mark of ai-sandbox's, before or after the move."""
     ours = {tree: set(paths) for tree, paths in owned.items()}
     for tree in list(owned):
-        if not os.path.isdir(tree):
+        where = tree if os.path.isdir(tree) else (moved or {}).get(tree)
+        if where is None:
             continue  # moved away during the session: kept, cleared by a launch once it is back
-        now = _flagged_now(tree)
-        _follow(owned[tree], theirs.setdefault(tree, {}), now)
+        now = _flagged_now(where)
+        doubtful = _follow(owned[tree], theirs.setdefault(tree, {}), now)
         ours[tree].update(owned[tree])
-        drop = {p for p in owned[tree] if p not in keep.get(tree, set())}
+        drop = {p for p in owned[tree] if p not in keep.get(tree, set())} if where == tree else set(owned[tree])
         if not drop:
             continue
         still = sorted(p for p in drop if p in now)  # the agent may have removed the file from the index
         if still:
-            _update_index(env, tree, "--no-skip-worktree", still, wait)
+            try:
+                _update_index(env, where, "--no-skip-worktree", still, wait)
+            except PolicyError as e:
+                if out is None:
+                    raise
+                out.kept[where] = (
+                    still,
+                    "another git holds its index.lock" if "index.lock" in e.message else e.message,
+                )
+                continue
+        if doubtful and out is not None:
+            out.doubtful[where] = sorted(set(doubtful) & set(drop))
         for p in drop:
             del owned[tree][p]
         if not owned[tree]:
             del owned[tree]
+        if where != tree:
+            theirs.pop(tree, None)
     return ours
 
 
-def _follow(owned: dict[str, str], theirs: dict[str, str], now: dict[str, str]) -> None:
+def _follow(owned: dict[str, str], theirs: dict[str, str], now: dict[str, str]) -> list[str]:
     """Move each mark that left its path to the flagged entry that holds its object now (git mv carried it);
-    the user's own marks first, so that a bit of theirs is never taken for one of ours."""
+    the user's own marks first, so that a bit of theirs is never taken for one of ours. Where more new flagged
+    entries hold an object than marks of ours with it left, all of them are taken for ours (returned: the
+    session marked the others itself, and which is which cannot be told)."""
     new = {p: blob for p, blob in now.items() if p not in owned and p not in theirs}
-    for marks in (theirs, owned):
-        for old, blob in list(marks.items()):
-            if old in now or not blob:
-                continue
-            moved = next((p for p, b in new.items() if b == blob), None)
-            del marks[old]  # gone from the index, or no longer flagged: nothing of it is left to clear
-            if moved is not None:
-                marks[moved] = blob
-                del new[moved]
+    for old, blob in list(theirs.items()):
+        if old in now or not blob:
+            continue
+        moved = next((p for p, b in new.items() if b == blob), None)
+        del theirs[old]  # gone from the index, or no longer flagged: nothing of it is left to clear
+        if moved is not None:
+            theirs[moved] = blob
+            del new[moved]
+    lost: dict[str, int] = {}
+    for old, blob in list(owned.items()):
+        if old not in now and blob:
+            del owned[old]
+            lost[blob] = lost.get(blob, 0) + 1
+    doubtful = []
+    for blob, n in lost.items():
+        hits = [p for p, b in new.items() if b == blob]
+        owned.update(dict.fromkeys(hits, blob))
+        if len(hits) > n:
+            doubtful += hits
+    return doubtful
 
 
 def _refuse_sparse(tree: str) -> None:

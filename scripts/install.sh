@@ -35,8 +35,16 @@ apt_install() {
     command -v apt-get >/dev/null 2>&1 || return 1
     sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo "
     say "installing $* with: ${sudo}apt-get install -y --no-install-recommends $*"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    # apt's and debconf's chatter ("delaying package configuration, since apt-utils is not installed" on a
+    # minimal Debian) is shown only when apt fails; sudo asks for a password on the terminal, not on stderr
+    log=$(mktemp)
+    if ! { as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+           as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"; } >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        return 1
+    fi
+    rm -f "$log"
 }
 
 method() {

@@ -183,17 +183,17 @@ def test_the_tables_agree_with_the_records():
     )
 
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+CONFIGURATION = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 
-def test_readme_config_reference_is_the_generated_one():
-    """README's key reference is generated from the tables: regenerate it rather than edit it."""
-    text = README.read_text(encoding="utf-8")
+def test_the_documented_config_reference_is_the_generated_one():
+    """docs/configuration.md's key reference is generated from the tables: regenerate it rather than edit it."""
+    text = CONFIGURATION.read_text(encoding="utf-8")
     start = text.index("<!-- config-reference:start")
     start = text.index("-->\n", start) + len("-->\n")
     block = text[start : text.index("<!-- config-reference:end -->", start)]
     assert block.strip("\n") == config.reference().strip("\n"), (
-        "README.md's configuration reference differs from config.py's tables: paste the output of "
+        "docs/configuration.md's configuration reference differs from config.py's tables: paste the output of "
         "`python -m ai_sandbox.config --reference` between its config-reference markers"
     )
 

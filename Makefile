@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # Run apt-get directly as root, through sudo otherwise.
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: install uninstall test lint unit integration system-deps bench fuzz clean
+.PHONY: install uninstall test lint unit integration system-deps bench fuzz docs clean
 
 # ai-sandbox in a venv of its own (pipx, uv tool, or ~/.local/share/ai-sandbox/venv) linked from ~/.local/bin,
 # and firejail when missing; scripts/install.sh says why. INSTALL_WITH=pipx|uv|venv picks the way.
@@ -47,8 +47,8 @@ system-deps:
 	fi
 
 lint: $(BIN)/pytest
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/ruff format --check src tests bench scripts
 	$(BIN)/mypy
 
 test: system-deps $(BIN)/pytest lint
@@ -56,6 +56,12 @@ test: system-deps $(BIN)/pytest lint
 
 unit: $(BIN)/pytest
 	$(BIN)/pytest -q tests/unit
+
+# The generated parts of README.md and docs/*.md, between their markers: the config reference, the notices
+# table, and sample outputs from real runs on a demo project (scripts/docs.py says how). No root, no sandbox;
+# tests/unit/test_docs.py fails while one is stale.
+docs: $(BIN)/pytest
+	$(BIN)/python scripts/docs.py
 
 # Launch time against the bare backend on three cached fixture repositories (bench/bench.py says how);
 # `make bench BENCH_ARGS=--quick` for the two small ones, BENCH_ARGS="--quick --write-docs docs/performance.md"

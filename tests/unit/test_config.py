@@ -193,8 +193,8 @@ def test_the_documented_config_reference_is_the_generated_one():
     start = text.index("-->\n", start) + len("-->\n")
     block = text[start : text.index("<!-- config-reference:end -->", start)]
     assert block.strip("\n") == config.reference().strip("\n"), (
-        "docs/configuration.md's configuration reference differs from config.py's tables: paste the output of "
-        "`python -m ai_sandbox.config --reference` between its config-reference markers"
+        "docs/configuration.md's configuration reference differs from config.py's tables: run `make docs` (it "
+        "writes the output of `python -m ai_sandbox.config --reference` between the config-reference markers)"
     )
 
 

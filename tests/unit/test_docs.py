@@ -139,3 +139,11 @@ def test_every_command_has_its_section():
     headings = [ln for ln in USAGE.read_text(encoding="utf-8").splitlines() if ln.startswith("### `ai-sandbox ")]
     for command in SUBCOMMANDS:
         assert any(h.startswith(f"### `ai-sandbox {command}") for h in headings), f"usage.md has no {command}"
+
+
+def test_the_bench_tables_keep_their_markers():
+    """`bench/bench.py` writes its tables into docs/performance.md between these markers."""
+    text = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    for name in ("bench", "bench-findings"):
+        begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+        assert text.count(begin) == text.count(end) == 1 and text.index(begin) < text.index(end), name

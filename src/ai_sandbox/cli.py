@@ -80,7 +80,7 @@ def explain(
     paths: list[str] | None = typer.Argument(
         None, metavar="PATH", help="Paths to judge, relative to the current directory."
     ),
-    as_json: bool = typer.Option(False, "--json", help="The same as stable JSON (documented in the README)."),
+    as_json: bool = typer.Option(False, "--json", help="The same as stable JSON (documented in docs/usage.md)."),
     agent: str = typer.Option(None, "--agent", help="Explain the policy for this agent's profile (its allowlist)."),
     history: bool = typer.Option(
         False, "--history", help="Only the hidden content git still holds: where, since when, how to remove it."

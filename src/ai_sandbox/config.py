@@ -1,8 +1,8 @@
 """Loading and validating the user's global config and the project's own config.
 
 Each file's keys are one table (`USER_KEYS`, `PROJECT_KEYS`): name, kind, default, allowed values and a
-line of documentation. The table drives the checks, the defaults and README's configuration reference
-(`python -m ai_sandbox.config --reference`; a unit test keeps README's copy equal to it).
+line of documentation. The table drives the checks, the defaults and docs/configuration.md's reference
+(`python -m ai_sandbox.config --reference`, written there by `make docs`; a unit test keeps the two equal).
 
 Unknown keys and wrong types are errors, not warnings: a typo such as `blok = [...]` must not silently
 run the agent with fewer blocks than the user wrote.
@@ -37,7 +37,7 @@ MAX_ENTRIES = 10_000  # per list: beyond that a config is generated, not written
 
 @value
 class Key:
-    """One key of a config file: how its value is checked, its default, and its row in README.
+    """One key of a config file: how its value is checked, its default, and its row in docs/configuration.md.
 
     kind: "list" (of strings: `each` checks one entry and adds it to the config), "bool", "choice" (one
     of `choices`), "string", or "count" (a whole number from 1 to `high`)."""
@@ -45,8 +45,8 @@ class Key:
     name: str
     kind: str
     default: object
-    doc: str  # one line: the meaning column of README's reference
-    items: str = ""  # "list": what an entry is, for README ("patterns", "absolute or `~/` paths")
+    doc: str  # one line: the meaning column of the reference (in docs/: links are relative to it)
+    items: str = ""  # "list": what an entry is, for the reference ("patterns", "absolute or `~/` paths")
     choices: tuple[str, ...] = ()
     high: int = 0
     hint: str = ""  # how to fix a wrong value, where the message alone does not say
@@ -399,7 +399,7 @@ USER_KEYS = (
         "backend",
         "choice",
         "auto",
-        "the sandbox backend; `auto` is docker on macOS and on Linux firejail when it sandboxes here, else bwrap (see Backends)",
+        "the sandbox backend; `auto` is docker on macOS and on Linux firejail when it sandboxes here, else bwrap (see [How `auto` chooses](backends.md#how-auto-chooses))",
         choices=BACKENDS,
     ),
     Key(
@@ -407,7 +407,7 @@ USER_KEYS = (
         "choice",
         "end",
         "what to do when a hidden path is replaced from outside during a session: end it, or only warn "
-        "(see threat model)",
+        "(see [the threat model](threat-model.md))",
         choices=ON_HIDDEN_CHANGE,
     ),
     Key("engine", "choice", "docker", "the docker backend's container CLI", choices=ENGINES),
@@ -433,7 +433,8 @@ USER_KEYS = (
         "count",
         0,
         "the most masks a launch may mount; default the backend's own (firejail 30,000, bwrap 10,000, docker 2,000, rootless "
-        'podman fewer: see "The docker backend"). Past it, directories are hidden whole (see Performance)',
+        "podman fewer: see [the docker backend](backends.md#the-docker-backend-macos-linux-on-request)). Past it, "
+        "directories are hidden whole (see [Performance](performance.md#past-the-mount-limit))",
         high=MAX_MASKS,
         hint="the kernel allows about 100,000 mounts in all; leave it out to use the backend's own limit",
     ),
@@ -483,7 +484,7 @@ def _type_column(key: Key) -> str:
 
 
 def reference() -> str:
-    """README's configuration reference (between its `config-reference` markers), from the tables."""
+    """docs/configuration.md's reference (between its `config-reference` markers), from the tables."""
     out = []
     for title, keys in (
         ("`~/.config/ai-sandbox/config.toml` (see `examples/config.toml`):", USER_KEYS),
@@ -636,5 +637,5 @@ if __name__ == "__main__":
     import sys
 
     if sys.argv[1:] != ["--reference"]:
-        sys.exit("usage: python -m ai_sandbox.config --reference  (prints README's configuration reference)")
+        sys.exit("usage: python -m ai_sandbox.config --reference  (prints docs/configuration.md's reference)")
     print(reference(), end="")

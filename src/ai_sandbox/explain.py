@@ -1,7 +1,7 @@
 """`ai-sandbox explain`: the policy as one JSON-ready document. The tables of `report` and `--json` are both
 drawn from it, and it is built from the same Policy and LaunchPlan a launch executes.
 
-The document's shape is stable (documented in the README); new keys may be added, none renamed.
+The document's shape is stable (documented in docs/usage.md); new keys may be added, none renamed.
 """
 
 from __future__ import annotations

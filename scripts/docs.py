@@ -72,9 +72,10 @@ def _pinned(argv: list[str]) -> int:
 
 
 class Demo:
-    """A home with the project `code/shop` in a temp dir, and runs of ai-sandbox in it."""
+    """A home with the project `code/shop` in a temp dir, and runs of ai-sandbox in it: `command` is the
+    ai-sandbox to run (tests/integration gives the real one); by default this script's pinned main."""
 
-    def __init__(self, base: str, pinned: bool = True) -> None:
+    def __init__(self, base: str, command: list[str] | None = None) -> None:
         self.base = base
         self.home = f"{base}/home/me"
         self.project = f"{self.home}/code/shop"
@@ -85,16 +86,17 @@ class Demo:
             "LANG": "C.UTF-8",
             "TZ": "UTC",
             "SHELL": "/bin/bash",
-            "PYTHONPATH": str(ROOT / "src"),
             "PYTHONDONTWRITEBYTECODE": "1",
             "GIT_CONFIG_NOSYSTEM": "1",  # this machine's /etc/gitconfig is not the demo's
         }
         for agent in AGENTS:
             self.write(f"{self.bin}/{agent}", "#!/bin/sh\nexit 0\n", mode=0o755)
-        # `ai-sandbox` on the demo's PATH: this script's pinned main, or (pinned=False) the real one
-        run = f'{shlex.join([sys.executable, str(Path(__file__).resolve())])} --pinned "$0"'
-        if not pinned:
-            run = shlex.join([sys.executable, "-m", "ai_sandbox"])
+        # `ai-sandbox` on the demo's PATH
+        run = (
+            shlex.join(command)
+            if command
+            else f'{shlex.join([sys.executable, str(Path(__file__).resolve())])} --pinned "$0"'
+        )
         self.write(f"{self.bin}/ai-sandbox", f'#!/bin/sh\nexec {run} "$@"\n', mode=0o755)
         os.makedirs(f"{self.home}/.aws")
         self.write(f"{self.home}/.aws/credentials", "[default]\n")
@@ -133,8 +135,9 @@ class Demo:
         self.write(".claude/settings.json", "{}\n")
         self.write(".ai-sandbox", LEGACY)
 
-    def run(self, *args: str) -> str:
-        """`ai-sandbox ARGS` in the project: what it printed (stdout, then stderr), the temp dir taken out."""
+    def run(self, *args: str, status: int = 0) -> str:
+        """`ai-sandbox ARGS` in the project, which must exit with status: what it printed (stdout, then
+        stderr), the temp dir taken out."""
         proc = subprocess.run(
             [f"{self.bin}/ai-sandbox", *args],
             cwd=self.project,
@@ -143,7 +146,7 @@ class Demo:
             text=True,
             timeout=120,
         )
-        if proc.returncode != 0:
+        if proc.returncode != status:
             raise SystemExit(f"ai-sandbox {' '.join(args)}: exit {proc.returncode}\n{proc.stdout}{proc.stderr}")
         return self.normal(proc.stdout + proc.stderr)
 

@@ -416,7 +416,7 @@ def test_a_slow_scan_shows_a_status_on_a_terminal_only(ws_self, firejail, tmp_wo
 @pytest.mark.backends("firejail", "bwrap")
 def test_the_system_is_as_outside_except_var_tmp(ws, firejail):
     """firejail's defaults remount /etc and /var read-only (noexec for users); the agent must not notice.
-    /usr stays read-only (no firejail option lifts it), which only root could notice: see the README."""
+    /usr stays read-only (no firejail option lifts it), which only root could notice: see docs/backends.md."""
     res = ws.run("--", "cat", "/proc/self/mountinfo")
     assert res.rc == 0, res.err
     points = {line.split()[4]: line.split()[5] for line in res.out.splitlines()}

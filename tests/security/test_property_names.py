@@ -46,7 +46,7 @@ SCRIPT = (
     'xargs -0 cat -- < "$2" 2>/dev/null; '
     "true"
 )
-# Built-in allowlists keep these readable by design (README: tool and dependency directories): a secret
+# Built-in allowlists keep these readable by design (docs/rules.md: tool and dependency directories): a secret
 # under such a name is expected to be readable, so generated secrets never use them. Matched the way
 # git would (fnmatch: `*` spans anything, `$` is the real end), not with the code under test.
 _BY_DESIGN = [p.rstrip("/") for p in (*TOOL_ALLOW, *DEPENDENCY_DIRS)]

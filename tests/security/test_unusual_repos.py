@@ -19,7 +19,7 @@ from tests.conftest import Result, Workspace, root_only
 
 pytestmark = pytest.mark.sandbox
 
-# What firejail cannot express in a path (see README, "Safety rules"); in the project root itself no
+# What firejail cannot express in a path (see docs/rules.md, "Safety rules"); in the project root itself no
 # parent can be hidden instead, so a launch that has anything to hide there must refuse.
 INEXPRESSIBLE = [",", '"', "\\", "{", "}", ";", "&", "%", "<", ">", "!", "^", "#", "[", "]", ".."]
 
@@ -215,7 +215,9 @@ def test_a_nested_clone_inside_a_dependency_directory_stays_readable(ws, firejai
     assert "PKG-VISIBLE" in res.out
 
 
-@pytest.mark.xfail(strict=True, reason="known gap (README): a kept dependency directory is not scanned for clones")
+@pytest.mark.xfail(
+    strict=True, reason="known gap (docs/threat-model.md): a kept dependency directory is not scanned for clones"
+)
 def test_a_nested_clone_inside_a_dependency_directory_hides_its_ignored_secrets(ws, firejail):
     """The accepted gap, as a strict xfail: it fails while the clone's ignored `.env` is readable, and passes —
     failing the run — the day it is not."""

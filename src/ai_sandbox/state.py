@@ -13,24 +13,24 @@ something new, or nothing. So the next launch refuses when a recorded path exist
 rule changed), and when a recorded directory is no longer at its path but stands elsewhere in the project
 with the recorded entry readable there (it was moved; found by inode, whatever its name is now).
 
-Which records apply: the project's own, one per root whatever the agent; the records of the roots whose launches
-hide paths in this one — an enclosing project hides what a nested clone's rules ignore (its paths inside this
-root), a nested clone's launch what it hides (all of it), another worktree of the repository what this checkout's
-rules ignore (all of it: each checkout's launch hides every checkout's) — at every launch, since a session of
-one can edit the other's rules (red team: a worktree's `.gitignore` emptied from the main checkout, a nested
-clone's from the enclosing project); and, since a session can move the root itself (`git init` in a
+Which records apply: the project's own, one per root whatever the agent; at every launch, what the records of
+other roots hid inside this launch's trees (its root and the other worktrees it covers) — a record holds the
+paths of its root's tree and of the checkouts that launch covered, and a session of one root can edit another's
+rules (red team: a worktree's `.gitignore` emptied from the main checkout, a nested clone's from the enclosing
+project or from another worktree of it); and, since a session can move the root itself (`git init` in a
 subdirectory, `core.worktree` pointing up, deleting a nested `.git`):
 - at a root never launched before, the whole records of every recorded root above or below it, and of a
   recorded root that is this very directory under another name (same device and inode);
-- the record of the root that the last launch from this directory (or the nearest one above) used, when it
-  was another root.
-An index of recorded roots and launch directories (hidden/index) finds them. Where the roots' own rules differ
-(an `allow` in a nested clone's config that the enclosing project's rules do not know), `accept` at the root
-that shows the path keeps it readable there: the paths it accepted from other roots' records are listed beside
-its record (`<record>.accepted`), and skipped in those records from then on.
+- the whole record of the root that the last launch from this directory (or the nearest one above) used, when
+  it was another root.
+An index of recorded roots, the checkouts each covered and launch directories (hidden/index) finds them. Where
+the roots' own rules differ (an `allow` in a nested clone's config that the enclosing project's rules do not
+know), `accept` at the root that shows the path keeps it readable there: the paths it accepted from other roots'
+records are listed beside its record (`<record>.accepted`), and skipped in those records from then on.
 
 Cost: the usual launch (same masks, nothing moved) reads two small files and stats each directory holding
-a hidden path. Only a recorded directory that vanished or changed inode walks the project, once, never into
+a hidden path, plus the record of each other root whose trees overlap this launch's (where the user launches
+from several: a nested clone, another worktree, the project holding them). Only a recorded directory that vanished or changed inode walks the project, once, never into
 hidden directories.
 
 A path this agent's profile or the built-in allowlists keep readable is not "un-hidden" while it is still at
@@ -240,24 +240,40 @@ def unhidden(policy: Policy, previous: list[str]) -> list[str]:
 # --- the index: which roots have records, and which root each launch directory used -----------------------
 
 
-def _load_index(path: str) -> tuple[dict[str, bytes], dict[str, str]]:
-    """(root -> its "DEV:INO", launch directory -> root), from NUL-terminated (kind, key, value) triples."""
-    roots: dict[str, bytes] = {}
-    cwds: dict[str, str] = {}
+@records.record
+class _Index:
+    """Which roots have records (root -> its "DEV:INO"), which root each launch directory used, and which other
+    checkouts each root's launches hid paths in (a worktree's launch hides every checkout's: its record holds
+    them)."""
+
+    roots: dict[str, bytes] = records.factory(dict)
+    cwds: dict[str, str] = records.factory(dict)
+    covers: dict[str, set[str]] = records.factory(dict)
+
+    def dump(self) -> bytes:
+        out = [b"root\0%s\0%s\0" % (os.fsencode(r), i) for r, i in sorted(self.roots.items())]
+        out += [b"cwd\0%s\0%s\0" % (os.fsencode(c), os.fsencode(r)) for c, r in sorted(self.cwds.items())]
+        out += [
+            b"cover\0%s\0%s\0" % (os.fsencode(r), os.fsencode(c))
+            for r, cs in sorted(self.covers.items())
+            for c in sorted(cs)
+        ]
+        return b"".join(out)
+
+
+def _load_index(path: str) -> _Index:
+    """The index, from NUL-terminated (kind, key, value) triples."""
+    index = _Index()
     parts = (_read(path) or b"").split(b"\0")
     for i in range(0, len(parts) - 2, 3):
         kind, key, val = parts[i], os.fsdecode(parts[i + 1]), parts[i + 2]
         if kind == b"root":
-            roots[key] = val
+            index.roots[key] = val
         elif kind == b"cwd":
-            cwds[key] = os.fsdecode(val)
-    return roots, cwds
-
-
-def _dump_index(roots: dict[str, bytes], cwds: dict[str, str]) -> bytes:
-    out = [b"root\0%s\0%s\0" % (os.fsencode(r), i) for r, i in sorted(roots.items())]
-    out += [b"cwd\0%s\0%s\0" % (os.fsencode(c), os.fsencode(r)) for c, r in sorted(cwds.items())]
-    return b"".join(out)
+            index.cwds[key] = os.fsdecode(val)
+        elif kind == b"cover":
+            index.covers.setdefault(key, set()).add(os.fsdecode(val))
+    return index
 
 
 def _last_root(cwds: dict[str, str], cwd: str) -> str | None:
@@ -273,27 +289,23 @@ def _last_root(cwds: dict[str, str], cwd: str) -> str | None:
 
 
 def _related(
-    roots: dict[str, bytes],
-    cwds: dict[str, str],
-    root: str,
-    root_id: bytes,
-    cwd: str,
-    first: bool,
-    checkouts: tuple[str, ...] = (),
-) -> dict[str, str]:
-    """Other roots whose records apply to this launch (see the module docstring): root -> "" when all of its
-    record applies, or the directory its paths must be inside (this root, for an enclosing one)."""
-    out: dict[str, str] = {}
-    for r, rid in roots.items():
+    index: _Index, root: str, root_id: bytes, cwd: str, first: bool, checkouts: tuple[str, ...] = ()
+) -> dict[str, tuple[str, ...]]:
+    """Other roots whose records apply to this launch (see the module docstring): root -> () when all of its
+    record applies, or the trees its paths must be inside (this root and the checkouts it covers). A record holds
+    paths of its root's tree and of the checkouts it covered: it applies wherever those overlap this launch's."""
+    mine = (root, *checkouts)
+    out: dict[str, tuple[str, ...]] = {}
+    for r, rid in index.roots.items():
         if r == root:
             continue
-        if inside(r, root) or r in checkouts or (first and (inside(root, r) or (rid == root_id and rid != _NONE))):
-            out[r] = ""
-        elif inside(root, r):
-            out[r] = root
-    last = _last_root(cwds, cwd)
+        if first and (inside(r, root) or inside(root, r) or (rid == root_id and rid != _NONE)):
+            out[r] = ()
+        elif any(inside(a, b) or inside(b, a) for a in mine for b in (r, *index.covers.get(r, ()))):
+            out[r] = mine
+    last = _last_root(index.cwds, cwd)
     if last is not None and last != root:
-        out[last] = ""
+        out[last] = ()
     return out
 
 
@@ -445,6 +457,7 @@ class Record:
     global_path: str = ""
     global_content: bytes = b""  # this launch's global blocks outside the project
     global_unchanged: bool = True
+    covers: set[str] = records.factory(set)  # the other checkouts whose paths this launch hid
 
 
 def _examine(
@@ -458,20 +471,24 @@ def _examine(
     mine, users = _recorded(policy)
     before, now = _read(path), _content(mine, ids)
     gbefore, gnow = _read(gpath), _content(users, ids)
-    roots, cwds = _load_index(index)
+    known = _load_index(index)
     root_id = _dir_id(root, ids)
-    others = _related(roots, cwds, root, root_id, cwd, before is None, tuple(policy.checkouts))
-    stale = roots.get(root) != root_id or _last_root(cwds, cwd) != root
+    others = _related(known, root, root_id, cwd, before is None, tuple(policy.checkouts))
+    covers = set(policy.checkouts)
+    stale = known.roots.get(root) != root_id or _last_root(known.cwds, cwd) != root
+    stale = stale or known.covers.get(root, set()) != covers
     rec = Record(
         path, now, before == now, index if stale else "", root, root_id, cwd, _settled_logs(env, root),
-        gpath, gnow, gbefore == gnow,
+        gpath, gnow, gbefore == gnow, covers,
     )  # fmt: skip
     sources: list[tuple[str, list[tuple[str, bytes]], int]] = []
     if others:
         accepted = _accepted(path)
         for r, within in others.items():
             entries = _entries(_read(record_path(env, r)))
-            entries = [(p, i) for p, i in entries if p not in accepted and (not within or inside(p, within))]
+            entries = [
+                (p, i) for p, i in entries if p not in accepted and (not within or any(inside(p, t) for t in within))
+            ]
             if entries:
                 sources.append((r, entries, _mtime(record_path(env, r))))
     if before != now:
@@ -548,13 +565,13 @@ def locked(path: str) -> Iterator[None]:
         yield
 
 
-def _update_index(index: str, change: Callable[[dict[str, bytes], dict[str, str]], None]) -> None:
+def _update_index(index: str, change: Callable[[_Index], None]) -> None:
     """Read-modify-write under a lock: two launches at once must not drop each other's roots."""
     with locked(index):
-        roots, cwds = _load_index(index)
-        before = _dump_index(roots, cwds)
-        change(roots, cwds)
-        after = _dump_index(roots, cwds)
+        known = _load_index(index)
+        before = known.dump()
+        change(known)
+        after = known.dump()
         if after != before:
             write_atomic(index, after)
 
@@ -570,10 +587,14 @@ def record(rec: Record) -> None:
         _drop(log)
     if rec.index:
 
-        def change(roots: dict[str, bytes], cwds: dict[str, str]) -> None:
-            roots[rec.root] = rec.root_id
-            if _last_root(cwds, rec.cwd) != rec.root:
-                cwds[rec.cwd] = rec.root
+        def change(known: _Index) -> None:
+            known.roots[rec.root] = rec.root_id
+            if _last_root(known.cwds, rec.cwd) != rec.root:
+                known.cwds[rec.cwd] = rec.root
+            if rec.covers:
+                known.covers[rec.root] = set(rec.covers)
+            else:
+                known.covers.pop(rec.root, None)
 
         _update_index(rec.index, change)
 
@@ -587,9 +608,9 @@ def forget(env: Mapping[str, str], root: str, cwd: str = "", readable: Iterable[
     cwd = os.path.realpath(cwd or os.getcwd())
     path, index, gpath = record_path(env, root), _index_path(env), global_record_path(env)
     ids: dict[str, bytes] = {}
-    roots, cwds = _load_index(index)
+    known = _load_index(index)
     before, gbefore = _read(path), _read(gpath)
-    n = (before is not None) + len(_related(roots, cwds, root, _dir_id(root, ids), cwd, before is None))
+    n = (before is not None) + len(_related(known, root, _dir_id(root, ids), cwd, before is None))
     n += gbefore not in (None, MAGIC)
     write_atomic(path, MAGIC)
     write_atomic(gpath, MAGIC)
@@ -599,8 +620,9 @@ def forget(env: Mapping[str, str], root: str, cwd: str = "", readable: Iterable[
     for log in _settled_logs(env, root):
         _drop(log)
 
-    def change(roots: dict[str, bytes], cwds: dict[str, str]) -> None:
-        roots[root] = ids[root]
+    def change(known: _Index) -> None:
+        known.roots[root] = ids[root]
+        cwds = known.cwds
         for c, r in list(cwds.items()):
             if inside(c, root) and not inside(r, root):
                 del cwds[c]  # launch directories in this root that an enclosing root used

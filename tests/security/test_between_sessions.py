@@ -626,3 +626,19 @@ def test_a_lock_a_session_leaves_on_the_index_is_named_with_the_marks_it_kept(ws
     said = [ln for ln in res.err.splitlines() if "index.lock" in ln]
     assert len(said) == 1 and "conf/prod.tfvars" in said[0], res.err
     (ws.repo / ".git" / "index.lock").unlink()
+
+
+def test_what_a_worktrees_launch_hid_in_the_main_checkouts_nested_clone_stays_hidden_from_the_clone(ws, firejail):
+    """Found by the model (test_model.py): a launch from the linked worktree covers the main checkout, and with it
+    the nested clone `lib` inside it; its session empties lib/.gitignore. The next launch, from lib, consulted
+    only the records of roots above, below or beside it in its own repository: the worktree's is none of them."""
+    secret = token("NESTEDSECRET")
+    lib = ws.repo / "lib"
+    _repo(ws, lib)
+    (lib / ".gitignore").write_text(".env\n")
+    (lib / ".env").write_text(secret + "\n")
+    wt = ws.base / "wt"
+    ws.git("worktree", "add", "-q", str(wt))
+    _session(ws, f"cat {lib}/.env; echo '# nothing' > {lib}/.gitignore", cwd=wt)
+    line = _refused(_show(ws.run("--", "sh", "-c", "echo @@read; cat .env; true", cwd=lib)), secret)
+    assert f"{lib}/.env" in line

@@ -277,11 +277,12 @@ def test_only_the_logs_of_ended_sessions_are_settled_by_a_launch(root, env, tmp_
 def test_the_index_round_trips_odd_names(tmp_path):
     roots = {"/p": b"1:2", "/n\nl": b"3:4", os.fsdecode(b"/caf\xe9"): b"-"}
     cwds = {"/p/sub": "/p", "/n\nl/x": "/n\nl"}
-    data = state._dump_index(roots, cwds)
-    assert data.startswith(b"root\0/caf\xe9\0-\0") and data.count(b"\0") == 3 * 5  # sorted (kind, key, value)
+    covers = {"/p": {"/wt one", "/n\nl"}}
+    data = state._Index(roots, cwds, covers).dump()
+    assert data.startswith(b"root\0/caf\xe9\0-\0") and data.count(b"\0") == 3 * 7  # sorted (kind, key, value)
     (tmp_path / "index").write_bytes(data)
-    assert state._load_index(str(tmp_path / "index")) == (roots, cwds)
-    assert state._load_index(str(tmp_path / "none")) == ({}, {})
+    assert state._load_index(str(tmp_path / "index")) == state._Index(roots, cwds, covers)
+    assert state._load_index(str(tmp_path / "none")) == state._Index()
 
 
 def test_the_last_root_is_the_nearest_launch_directory_above():
@@ -292,16 +293,25 @@ def test_the_last_root_is_the_nearest_launch_directory_above():
 
 
 def test_which_other_roots_apply():
-    roots = {"/a": b"1:1", "/a/b/c": b"1:3", "/ab": b"1:5", "/x": b"1:4", "/y": b"-", "/a/b": b"1:4"}
+    roots = {"/a": b"1:1", "/a/b/c": b"1:3", "/ab": b"1:5", "/x": b"1:4", "/y": b"-", "/a/b": b"1:4", "/w": b"1:6"}
+    index = state._Index(roots, {}, {"/w": {"/a/b/c"}})
     # the first launch at /a/b: the whole records of the roots above and below it, and of one that is this
-    # directory by inode
-    assert state._related(roots, {}, "/a/b", b"1:4", "/a/b", True) == {"/a": "", "/a/b/c": "", "/x": ""}
-    assert state._related(roots, {}, "/a", b"-", "/a", True) == {"/a/b/c": "", "/a/b": ""}  # "-" is no inode
-    # a known root: the roots below it, what the roots above it hid inside it, the other worktrees, and the root
-    # the last launch from here used, whole
-    assert state._related(roots, {"/a/b": "/a"}, "/a/b", b"1:4", "/a/b/c/d", False) == {"/a": "", "/a/b/c": ""}
-    assert state._related(roots, {"/a/b": "/a/b"}, "/a/b", b"1:4", "/a/b", False) == {"/a": "/a/b", "/a/b/c": ""}
-    assert state._related(roots, {}, "/a/b", b"1:4", "/a/b", False, ("/y",)) == {"/a": "/a/b", "/a/b/c": "", "/y": ""}
+    # directory by inode; and what a root whose launches covered a checkout inside it hid in it
+    assert state._related(index, "/a/b", b"1:4", "/a/b", True) == {
+        "/a": (), "/a/b/c": (), "/x": (), "/w": ("/a/b",)
+    }  # fmt: skip
+    assert state._related(index, "/a", b"-", "/a", True) == {"/a/b/c": (), "/a/b": (), "/w": ("/a",)}  # "-": no inode
+    # a known root: what every root whose trees overlap its own hid in them, and the root the last launch from
+    # here used, whole
+    index.cwds = {"/a/b": "/a"}
+    assert state._related(index, "/a/b", b"1:4", "/a/b/c/d", False) == {"/a": (), "/a/b/c": ("/a/b",), "/w": ("/a/b",)}
+    index.cwds = {"/a/b": "/a/b"}
+    assert state._related(index, "/a/b", b"1:4", "/a/b", False) == {
+        "/a": ("/a/b",), "/a/b/c": ("/a/b",), "/w": ("/a/b",)
+    }  # fmt: skip
+    # with the other checkouts this launch covers: their records, and what others hid in them
+    assert state._related(state._Index(roots), "/a/b", b"1:4", "/a/b", False, ("/y",))["/y"] == ("/a/b", "/y")
+    assert "/ab" not in state._related(index, "/a/b", b"1:4", "/a/b", False)  # a name that only starts alike
 
 
 def test_record_and_forget_keep_the_index(tmp_path, env):
@@ -311,19 +321,18 @@ def test_record_and_forget_keep_the_index(tmp_path, env):
     _launch(_policy(o), env, o)
     _launch(_policy(o), env, f"{s}/deep")  # from deep inside, the outer root
     index = state._index_path(env)
-    roots, cwds = state._load_index(index)
-    assert roots == {o: _id(o)} and cwds == {o: o}  # /p covers sub/deep already: not written again
+    known = state._load_index(index)
+    assert known.roots == {o: _id(o)} and known.cwds == {o: o}  # /p covers sub/deep already: not written again
     _launch(_policy(s), env, s)  # `git init sub`, accepted
-    roots, cwds = state._load_index(index)
-    assert roots == {o: _id(o), s: _id(s)} and cwds == {o: o, s: s}
+    known = state._load_index(index)
+    assert known.roots == {o: _id(o), s: _id(s)} and known.cwds == {o: o, s: s}
     before = os.stat(index).st_mtime_ns
     state.record(state.check(_policy(s), env, s))
     assert os.stat(index).st_mtime_ns == before  # nothing new: not rewritten
     with open(index, "ab") as f:
         f.write(f"cwd\0{s}/deep\0{o}\0".encode())  # a launch from sub/deep once used the outer root
     assert state.forget(env, s, f"{s}/deep") == 2  # sub's own record, and the outer root's, last used from there
-    roots, cwds = state._load_index(index)
-    assert cwds == {o: o, s: s}  # launch directories inside sub belong to sub now
+    assert state._load_index(index).cwds == {o: o, s: s}  # launch directories inside sub belong to sub now
 
 
 # --- exemptions: decided by who wrote the allow pattern, never by its text -----------------------------------------

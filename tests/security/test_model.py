@@ -9,9 +9,12 @@ launch (firejail or bwrap, as root and as a user), checked against two invariant
 
 The actions are what an agent steered by what it reads can do from inside: rename, move and swap directories
 (across the home too), create and remove them, edit `.gitignore`, `.git/info/exclude`, `.ai-sandbox.toml` and
-`.gitattributes`, `git mv`, `git rm --cached`, `git add`, commit, branch, checkout, reset, and symlinks. A launch
-that refuses ends the sequence (the user would have to look and `accept`). Known gaps stay out of the
-vocabulary, each said where it is left out.
+`.gitattributes`, `git mv`, `git rm --cached`, `git add`, commit, branch, checkout, reset, and symlinks; and,
+since the sixth red team, what crosses roots: the world holds a nested clone (`lib`, its own rules and a blocked
+tracked file) and a linked worktree (`../wt`), each session is launched from the project, the clone or the
+worktree, and may empty the others' `.gitignore`, move the clone, or mark a decoy index entry that holds the
+hidden file's object. A launch that refuses ends the sequence (the user would have to look and `accept`). Known
+gaps stay out of the vocabulary, each said where it is left out.
 
 In `make test` a short, derandomized run (a few minutes in all); `make fuzz` (AI_SANDBOX_FUZZ_SECONDS) runs random
 sequences for as long as asked and prints how many sequences and launches it played. Every counterexample it
@@ -69,6 +72,18 @@ else:
 DIRS = ["svc", "secrets", ".gemini", "src", "node_modules/x", "$HOME/.aws"]
 PLACES = ["svc2", "src/deep/moved", "node_modules/y", ".gemini/inner", "$OUT/stash", "$HOME/.aws_old", "$HOME/far/aws"]
 
+# Across roots: from whichever root the session was launched, the project's nested clone and its other worktree.
+CROSS_ACTIONS = st.sampled_from(
+    [
+        "echo '# nothing' > $REPO/lib/.gitignore",
+        "echo '# nothing' > $WT/.gitignore",
+        "python3 $OUT/../fsop.py mv $REPO/lib $REPO/lib2",
+        "cd $REPO/lib && git mv conf conf2 && git commit -qm mv",
+        "cd $REPO && O=$(git rev-parse :conf/prod.tfvars) && git update-index --add --cacheinfo 100644,$O,aaa.txt"
+        " && git update-index --skip-worktree aaa.txt",
+        "cd $WT && git mv conf conf3 && git commit -qm mv",
+    ]
+)
 FS_ACTIONS = st.one_of(
     st.builds(lambda a, b: f"python3 $OUT/../fsop.py mv {a} {b}", st.sampled_from(DIRS), st.sampled_from(PLACES)),
     st.builds(lambda a, b: f"python3 $OUT/../fsop.py swap {a} {b}", st.sampled_from(DIRS), st.sampled_from(DIRS)),
@@ -120,8 +135,12 @@ GIT_ACTIONS = st.sampled_from(
     ]
 )
 SESSIONS = st.tuples(
-    st.lists(FS_ACTIONS, max_size=2), st.lists(GIT_ACTIONS, max_size=2), st.lists(RULE_ACTIONS, max_size=1)
-).map(lambda t: [*t[0], *t[1], *t[2]])
+    st.lists(FS_ACTIONS, max_size=2),
+    st.lists(GIT_ACTIONS, max_size=2),
+    st.lists(CROSS_ACTIONS, max_size=1),
+    st.lists(RULE_ACTIONS, max_size=1),
+).map(lambda t: [*t[0], *t[1], *t[2], *t[3]])
+WHERE = st.sampled_from(["", "lib", "wt"])  # where the session is launched from: the project, the clone, the worktree
 
 
 def _where(identity: str, backend: str) -> str:
@@ -148,6 +167,7 @@ class World:
         self.base.chmod(0o755)
         self.ws: Workspace = new_workspace(self.base, identity, backend)
         self.secrets: list[str] = []
+        self.named: dict[str, str] = {}
         self.said = ""  # the last session's stderr
         home = self.ws.home
         self.out = self.base / "out"
@@ -174,6 +194,23 @@ class World:
         for rel, name in (("svc/.env", "SVCENV"), ("secrets/key.txt", "KEY"), (".gemini/.env", "GEMINI")):
             self.ws.write(rel, self._secret(name))
         self.ws.write("node_modules/x/index.js", "module.exports = 1\n")
+        # a nested clone with rules of its own (untracked by the project), and a linked worktree of the project
+        lib = self.ws.repo / "lib"
+        lib.mkdir()
+        self._git("init", "-q", "-b", "main", cwd=lib)
+        for rel, content in {
+            "lib/.gitignore": ".env\n",
+            "lib/.ai-sandbox.toml": 'block = ["*.tfvars"]\n',
+            "lib/conf/x.tfvars": self._secret("LIBTF"),
+            "lib/app.py": "print(3)\n",
+        }.items():
+            self.ws.write(rel, content)
+        self._git("add", "-A", cwd=lib)
+        self._git("commit", "-qm", "lib", cwd=lib)
+        self.ws.write("lib/.env", self._secret("LIBENV"))
+        self.wt = self.base / "wt"
+        self._git("worktree", "add", "-q", "-b", "wtb", str(self.wt))
+        (self.wt / ".env").write_text(self._secret("WTENV"))
         (home / ".aws").mkdir()
         (home / ".aws" / "credentials").write_text(self._secret("AWS"))
         # warn: a swap changes what a hidden path names, and ending the session midway would leave an action half
@@ -181,8 +218,11 @@ class World:
         self.ws.config_file.write_text('block = ["~/.aws/credentials"]\non_hidden_change = "warn"\n')
         self.control = self.base / "control"
         self.control.mkdir()
-        for name in ("repo", "out"):
+        for name in ("repo", "out", "wt"):
             shutil.copytree(self.base / name, self.control / name, symlinks=True)
+        # the control's worktree is linked to the control's repository
+        (self.control / "wt" / ".git").write_text(f"gitdir: {self.control}/repo/.git/worktrees/wt\n")
+        (self.control / "repo" / ".git" / "worktrees" / "wt" / "gitdir").write_text(f"{self.control}/wt/.git\n")
         (self.control / "home").mkdir()
         (self.control / "fsop.py").write_text(FSOP)
         shutil.copytree(home / ".aws", self.control / "home" / ".aws", symlinks=True)
@@ -191,24 +231,38 @@ class World:
 
     def _secret(self, name: str) -> str:
         self.secrets.append(token(f"MODEL{name}"))
+        self.named[name] = self.secrets[-1]
         return self.secrets[-1] + "\n"
 
-    def _git(self, *args: str) -> None:
-        subprocess.run(["git", "-C", str(self.ws.repo), *args], env={**os.environ, **GIT_ENV}, check=True)
+    def scope(self, where: str) -> list[str]:
+        """The secrets a launch from where must hide (or refuse): those of its project — a launch from the project
+        or its worktree hides every checkout's and the nested clone's, a launch from the clone the clone's only
+        (what lies outside a project is not its to hide, unless an earlier launch hid it: the record then refuses,
+        which ends the sequence) — and the global block."""
+        if where != "lib" or not (self.ws.repo / "lib").is_dir():
+            return self.secrets
+        return [self.named[n] for n in ("LIBTF", "LIBENV", "AWS")]
 
-    def session(self, actions: list[str]) -> tuple[bool, list[bool]]:
-        """One launch: look for every secret, play the actions, look again. (refused, each action's success)."""
-        probe = (
-            "grep -rsaoh " + " ".join(f"-e {s}" for s in self.secrets) + f" {self.ws.repo} {self.ws.home} {self.out}"
-        )
+    def _git(self, *args: str, cwd: Path | None = None) -> None:
+        subprocess.run(["git", "-C", str(cwd or self.ws.repo), *args], env={**os.environ, **GIT_ENV}, check=True)
+
+    def _env(self, world: Path, out: Path) -> dict[str, str]:
+        return {**GIT_ENV, "OUT": str(out), "REPO": str(world / "repo"), "WT": str(world / "wt")}
+
+    def session(self, actions: list[str], where: str = "") -> tuple[bool, list[bool]]:
+        """One launch from where (the project, "lib" or "wt", the project when that one is gone): look for every
+        secret, play the actions (each from the project's root), look again. (refused, each action's success)."""
+        places = f"{self.ws.repo} {self.wt} {self.ws.home} {self.out}"
+        probe = "grep -rsaoh " + " ".join(f"-e {s}" for s in self.secrets) + f" {places}"
         script = [f"{probe}; echo @@start"]
-        script += [f"( {a} ) >/dev/null 2>&1; echo @@$?" for a in actions]
+        script += [f'( cd "$REPO" && {a} ) >/dev/null 2>&1; echo @@$?' for a in actions]
         script.append(f"{probe}; echo @@end")
-        env = {**GIT_ENV, "OUT": str(self.out)}
-        res = self.ws.run("--", "sh", "-c", "\n".join(script), env=env, timeout=120)
+        env = self._env(self.base, self.out)
+        cwd = {"lib": self.ws.repo / "lib", "wt": self.wt}.get(where, self.ws.repo)
+        res = self.ws.run("--", "sh", "-c", "\n".join(script), env=env, timeout=120, cwd=cwd if cwd.is_dir() else None)
         self.said = res.err
         PLAYED["launches"] += 1
-        leaked = [s for s in self.secrets if s in res.out + res.err]
+        leaked = [s for s in self.scope(where) if s in res.out + res.err]
         assert not leaked, f"secret read inside (rc={res.rc}):\n{res.out}\n{res.err}"
         if "@@start" not in res.out:
             assert res.rc != 0, res.err
@@ -232,12 +286,29 @@ class World:
             assert all(p in line for p in named), f"not named after the session: {named}\n{self.said}"
             self.ws.git("checkout", "--", *named)
 
+    def users_mark(self) -> None:
+        """What ai-sandbox does to the skip-worktree marks after a session that marked a decoy holding a hidden
+        file's object and moved the file (skipworktree._follow): every candidate is cleared, and a line names
+        them; in the control, the same entries are cleared by hand."""
+        for line in self.said.splitlines():
+            if "cleared git's skip-worktree mark of" not in line:
+                continue
+            names, _, tree = line.split(" mark of ", 1)[1].partition(" in ")
+            tree = tree.split(":", 1)[0]
+            there = self.control / os.path.relpath(tree, self.base)
+            for name in names.split(", "):
+                subprocess.run(
+                    ["git", "-c", "safe.directory=*", "-C", str(there), "update-index", "--no-skip-worktree", name],
+                    check=False,
+                    capture_output=True,
+                )
+
     def replay(self, actions: list[str]) -> None:
         """The same actions in the control world, without a sandbox, as the same identity."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "XDG_"))}
-        env.update(GIT_ENV, HOME=str(self.control / "home"), OUT=str(self.control / "out"))
+        env.update(self._env(self.control, self.control / "out"), HOME=str(self.control / "home"))
         env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.directory", GIT_CONFIG_VALUE_0="*")
-        script = "\n".join(f"( {a} ) >/dev/null 2>&1" for a in actions)
+        script = "\n".join(f'( cd "$REPO" && {a} ) >/dev/null 2>&1' for a in actions)
         argv = ["sh", "-c", script]
         if self.ws.user:
             chown_tree(self.control, self.ws.user)
@@ -246,8 +317,8 @@ class World:
             argv = setpriv_argv(self.ws.user.uid, self.ws.user.gid, argv)
         subprocess.run(argv, cwd=self.control / "repo", env=env, check=False, timeout=120)
 
-    def state(self, repo: Path, home: Path, out: Path) -> dict[str, object]:
-        places = ((str(repo), "<repo>"), (str(home), "<home>"), (str(out), "<out>"))
+    def state(self, repo: Path, home: Path, out: Path, wt: Path) -> dict[str, object]:
+        places = ((str(repo), "<repo>"), (str(home), "<home>"), (str(out), "<out>"), (str(wt), "<wt>"))
 
         def link(path: str) -> str:
             target = os.readlink(path)
@@ -255,27 +326,39 @@ class World:
                 target = target.replace(where, name)
             return "-> " + target
 
-        def git(*args: str) -> str:
+        def git(*args: str, where: Path = repo) -> str:
             proc = subprocess.run(
-                ["git", "-c", "safe.directory=*", "-C", str(repo), *args], capture_output=True, text=True, check=False
+                ["git", "-c", "safe.directory=*", "-C", str(where), *args], capture_output=True, text=True, check=False
             )
-            return proc.stdout + (f"[exit {proc.returncode}]" if proc.returncode else "")
+            text = proc.stdout + (f"[exit {proc.returncode}]" if proc.returncode else "")
+            for path, name in places:
+                text = text.replace(path, name)
+            return text
 
         def files(top: Path, skip: tuple[str, ...] = ()) -> dict[str, str]:
             out: dict[str, str] = {}
             for dirpath, dirnames, names in os.walk(top):
                 rel = os.path.relpath(dirpath, top)
-                dirnames[:] = sorted(d for d in dirnames if os.path.normpath(os.path.join(rel, d)) not in skip)
+                dirnames[:] = sorted(
+                    d for d in dirnames if os.path.normpath(os.path.join(rel, d)) not in skip and d != ".git"
+                )
+                names = [n for n in names if n != ".git"]  # a worktree's .git file names its own world
                 for name in sorted(names + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
                     path = os.path.join(dirpath, name)
                     key = os.path.normpath(os.path.join(rel, name))
                     out[key] = link(path) if os.path.islink(path) else Path(path).read_text(errors="replace")
             return out
 
+        clone = next((repo / d for d in ("lib", "lib2") if (repo / d / ".git").exists()), repo / "lib")
         return {
             "HEAD": git("rev-parse", "--abbrev-ref", "HEAD") + git("rev-parse", "HEAD"),
             "index": git("ls-files", "-s", "-t"),
             "status": git("status", "--porcelain"),
+            "clone": git("rev-parse", "HEAD", where=clone) + git("ls-files", "-s", "-t", where=clone),
+            "worktree": git("rev-parse", "HEAD", where=wt)
+            + git("ls-files", "-s", "-t", where=wt)
+            + git("status", "--porcelain", where=wt),
+            "worktree files": files(wt),
             "work tree": files(repo, (".git",)),
             "home": files(home, (".local", ".cache", ".config")),
             "outside": files(out),
@@ -298,9 +381,9 @@ class Sessions(RuleBasedStateMachine):
         """Nothing more: the user would look, and `accept` or undo."""
 
     @precondition(lambda self: not self.refused)
-    @rule(actions=SESSIONS)
-    def session(self, actions: list[str]) -> None:
-        self.refused, ok = self.world.session(actions)
+    @rule(actions=SESSIONS, where=WHERE)
+    def session(self, actions: list[str], where: str) -> None:
+        self.refused, ok = self.world.session(actions, where)
         if self.refused:
             return
         done = [a for a, good in zip(actions, ok, strict=True) if good]
@@ -308,8 +391,10 @@ class Sessions(RuleBasedStateMachine):
         time.sleep(0.5 if self.backend == "firejail" else 0)  # firejail: the watcher's end of the session
         w = self.world
         w.users_word()
-        mine = w.state(w.ws.repo, w.ws.home, w.out)
-        theirs = w.state(w.control / "repo", w.control / "home", w.control / "out")
+        w.users_mark()
+        mine = w.state(w.ws.repo, w.ws.home, w.out, w.wt)
+        c = w.control
+        theirs = w.state(c / "repo", c / "home", c / "out", c / "wt")
         for key in mine:
             assert mine[key] == theirs[key], f"{key} differs from the control after {actions} (done: {done})"
 

@@ -308,13 +308,13 @@ def measure(row: Row, runs: int, dry_runs: int, env: dict[str, str]) -> None:
 
 def bwrap_timed(args: list[str], cwd: str, env: dict[str, str]) -> tuple[float, int]:
     """Wall time of bare `bwrap --args 3 -- true` with args at fd 3, started the way ai-sandbox starts it."""
-    from ai_sandbox.backends import LaunchPlan
     from ai_sandbox.backends.bwrap import SECCOMP_FD, tiocsti_filter
+    from ai_sandbox.backends.plan import LaunchPlan, Unchecked
     from ai_sandbox.supervise import captured
 
     blob = b"".join(os.fsencode(a) + b"\0" for a in args)
-    plan = LaunchPlan(argv=[shutil.which("bwrap") or "bwrap", "--args", "3", "--", shutil.which("true") or "/usr/bin/true"],
-                      env=env, fds={3: blob, SECCOMP_FD: tiocsti_filter()})  # fmt: skip
+    plan = LaunchPlan(sandbox=[shutil.which("bwrap") or "bwrap", "--args", "3", "--"], agent=[shutil.which("true") or "/usr/bin/true"],
+                      check=Unchecked("bare bwrap"), env=env, fds={3: blob, SECCOMP_FD: tiocsti_filter()})  # fmt: skip
     t = time.perf_counter()
     rc, _, _ = captured(plan, cwd)
     return (time.perf_counter() - t) * 1000, rc

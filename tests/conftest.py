@@ -2,8 +2,8 @@
 
 Integration tests drive the real command (the console script of this venv) against real git, git-crypt
 and firejail or bubblewrap. In CI (CI=true) a missing tool fails the run; elsewhere the test is skipped with
-the reason. A module (`BACKENDS = ...`) or a test (`@pytest.mark.backends(...)`) that names several
-backends runs once per backend: its workspace's launches pass `--backend NAME` (firejail is the default's
+the reason. A module that imports `BACKENDS` (or a test marked `@pytest.mark.backends(...)`) runs once per
+backend: its workspace's launches pass `--backend NAME` (firejail is the default's
 own choice here, so it runs as `auto`).
 """
 
@@ -25,9 +25,13 @@ from pathlib import Path
 
 import pytest
 
+from ai_sandbox.backends.registry import on
 from tests import hygiene
 from tests.stage import runs_as, setpriv_argv, stage
 
+# The backends every sandbox test module proves its claims against (a module imports this, or a test names some
+# with @pytest.mark.backends): the registry's Linux ones, so a new backend is tested the day it is registered.
+BACKENDS = on("linux")
 TEST_USER = "aisbx-test"
 # PATH for tests that look agents up: the system's directories only, not /usr/local/bin or ~/.local/bin,
 # where the developer's own claude or aider would be found before (or instead of) the test's fake one.
@@ -171,8 +175,8 @@ def running_install() -> dict[str, str]:
     not this process's, when staged): what a test of ai-sandbox's own files must aim at."""
     code = """
 import json, os, site, sys, ai_sandbox
-from ai_sandbox.profiles import shipped_dir
-from ai_sandbox.backends.firejail import verifier
+from ai_sandbox.paths import shipped_dir
+from ai_sandbox.backends.host import verifier
 python, check = verifier()
 hook = os.path.join(os.path.dirname(os.__file__), "sitecustomize.py")  # Debian's links into /etc/python3.X
 print(json.dumps(dict(

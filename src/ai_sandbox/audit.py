@@ -15,7 +15,7 @@ from ai_sandbox.policy import CRYPT, HARDLINK, HISTORY, Notice, Policy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ai_sandbox.layers import Tree
+    from ai_sandbox.layers.tree import Tree
 
 
 def findings(policy: Policy, trees: Iterable[Tree]) -> list[Notice]:

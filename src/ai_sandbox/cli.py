@@ -1,7 +1,7 @@
 """The typer app: help, shell completion and (as they arrive) the subcommands. No policy logic here.
 
 The launch itself (`ai-sandbox AGENT …`) is parsed in `main` without typer. The root's options are
-generated from `main.OPTIONS`, the one declaration both parsers read.
+generated from `options.OPTIONS`, the one declaration both parsers read.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from ai_sandbox.main import OPTIONS
+from ai_sandbox.options import OPTIONS
 
 HELP = """Run an AI coding agent, or any command, in a sandbox that hides the secrets next to your code.
 
@@ -40,7 +40,7 @@ app = typer.Typer(
 
 
 def root(ctx: typer.Context, **_options: object) -> None:
-    """The root: its options (a signature generated from main.OPTIONS) are for --help, completion and
+    """The root: its options (a signature generated from options.OPTIONS) are for --help, completion and
     `_root_opts`; a launch never comes here."""
     if ctx.invoked_subcommand is None:
         typer.echo("usage: ai-sandbox [OPTIONS] AGENT [ARGS]...   or   ai-sandbox [OPTIONS] -- COMMAND [ARGS]...")
@@ -234,6 +234,6 @@ def list_profiles() -> None:
             found = resolve_command(p.executable, env)
         except NotFoundError:
             found = None
-        source = "built-in" if p.path.startswith(profiles.shipped_dir()) else p.path
+        source = "built-in" if p.path.startswith(paths.shipped_dir()) else p.path
         rows.append((p.name, p.description, found, source))
     report.profiles(rows)

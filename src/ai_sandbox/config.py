@@ -14,7 +14,7 @@ import os
 import re
 
 from ai_sandbox import legacy
-from ai_sandbox.backends import REGISTRY
+from ai_sandbox.backends.registry import REGISTRY, auto_help
 from ai_sandbox.errors import ConfigError
 from ai_sandbox.fs import below, write_atomic
 from ai_sandbox.paths import config_home, state_dir
@@ -399,7 +399,7 @@ USER_KEYS = (
         "backend",
         "choice",
         "auto",
-        "the sandbox backend; `auto` is docker on macOS and on Linux firejail when it sandboxes here, else bwrap (see [How `auto` chooses](backends.md#how-auto-chooses))",
+        f"the sandbox backend; {auto_help()} (see [How `auto` chooses](backends.md#how-auto-chooses))",
         choices=BACKENDS,
     ),
     Key(

@@ -21,7 +21,7 @@ from ai_sandbox.fs import printable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ai_sandbox.backends import Settings
+    from ai_sandbox.backends.plan import Settings
     from ai_sandbox.backends.protocol import Backend
     from ai_sandbox.launch import Prepared
 
@@ -36,7 +36,7 @@ class Check:
 
 def run_all(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: str) -> list[Check]:
     """opts: the launch options given before the command (backend, engine, image)."""
-    from ai_sandbox.backends import Settings
+    from ai_sandbox.backends.plan import Settings
 
     checks: list[Check] = []
     user_cfg = _config_checks(env, checks)
@@ -88,7 +88,8 @@ def _config_checks(env: Mapping[str, str], checks: list[Check]) -> config.UserCo
 def _backend_checks(name: str, env: Mapping[str, str], settings: Settings) -> list[Check]:
     """On Linux every backend auto chooses from, asked afresh with a real start (the answers are saved for
     auto's next launches), then the one in use: its self-test."""
-    from ai_sandbox.backends import choose, select
+    from ai_sandbox.backends import choose
+    from ai_sandbox.backends.choose import select
 
     checks: list[Check] = []
     found: dict[str, tuple[Backend, SandboxError | None]] = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ai_sandbox.backends import descriptor_args
+from ai_sandbox.backends.plan import descriptor_args
 from ai_sandbox.fs import below, inside
 from ai_sandbox.history import Finding
 from ai_sandbox.policy import Kept, Mask, Policy

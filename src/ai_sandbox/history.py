@@ -26,7 +26,7 @@ from ai_sandbox.records import factory, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ai_sandbox.layers import Tree
+    from ai_sandbox.layers.tree import Tree
 
 VERSION = 1
 MAX_HASHED = 8 << 20  # a hidden file larger than this is not hashed for the object-store check

@@ -12,9 +12,11 @@ import sys
 from collections.abc import Callable, Mapping
 
 from ai_sandbox import config, fs, git, history, idents, layers, nested, paths, profiles, skipworktree, state
-from ai_sandbox.backends import LaunchPlan, Settings, select
-from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
+from ai_sandbox.backends.choose import select
+from ai_sandbox.backends.plan import LaunchPlan, Settings
+from ai_sandbox.errors import NotFoundError, UnavailableError
 from ai_sandbox.layers.outputs import OutputListings
+from ai_sandbox.layers.tree import Tree
 from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, Pattern, PatternSet, Source
 from ai_sandbox.policy import CONFIG, HISTORY, LOUD, NOT_GIT, Notice, Policy, build, check_reachable, is_system, merge
 from ai_sandbox.records import factory, record
@@ -45,7 +47,7 @@ class Prepared:
     plan: LaunchPlan
     profile: profiles.Profile
     command: list[str]  # the agent's argv, executable resolved: what the backend wraps
-    trees: list[layers.Tree] = factory(list)  # what git listed
+    trees: list[Tree] = factory(list)  # what git listed
     marks: skipworktree.Marks = factory(skipworktree.Marks)  # the hidden tracked files, per work tree
     seen: idents.Snapshot = factory(idents.Snapshot)  # the one look at what each mask is on (idents.py)
     on_hidden_change: str = "end"
@@ -142,7 +144,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True, assume:
         from ai_sandbox.backends import choose
 
         backend, unusable = choose.assumed(settings), e
-    check_reachable(cwd, backend.name)
+    check_reachable(cwd, backend.name, backend.private_dirs)
     if not backend.host_commands:
         executable = profile.executable  # found on the image's PATH, not the host's
     else:
@@ -263,20 +265,12 @@ class _Checkout:
 
 
 def run(req: Request) -> int:
-    with _SlowNotice():
-        prepared = prepare(req, detail=req.dry_run, assume=req.dry_run)
+    """Launch: prepare, check the record, write what the sandbox reads, start the watcher, set the marks, exec
+    the backend (or run it as a child, supervised). `--dry-run` is dryrun.py's."""
+    with SlowNotice():
+        prepared = prepare(req)
     table = nested.mounts()
     inside = nested.inside_sandbox(table)
-    if req.dry_run:
-        from ai_sandbox import report  # rich is for people, not for the launch path
-
-        try:
-            state.check(prepared.policy, req.env, seen=prepared.seen)
-            refusal = None
-        except PolicyError as e:
-            refusal = str(e)
-        report.dry_run(prepared, req, nested.unenforced(prepared.policy, table) if inside else None, refusal)
-        return 0
     rec = state.check(prepared.policy, req.env, seen=prepared.seen)
     if inside:
         return _run_nested(prepared, req, table)
@@ -326,7 +320,7 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
     if not (marks.needs or dirs):
         return None
 
-    held = skipworktree.Trees(marks.needs) if marks.needs else None
+    held = skipworktree.Held(marks.needs) if marks.needs else None
 
     def end(pid: int) -> None:
         if marks.needs:
@@ -403,7 +397,7 @@ def _exec(argv: list[str], env: Mapping[str, str]) -> None:
         raise UnavailableError(f"cannot start {argv[0]}: {e.strerror}", hint) from None
 
 
-class _SlowNotice:
+class SlowNotice:
     """A status line on the terminal only when reading the repository takes noticeably long; none otherwise."""
 
     delay = 0.4
@@ -412,7 +406,7 @@ class _SlowNotice:
         self.status: Status | None = None
         self.armed = False
 
-    def __enter__(self) -> _SlowNotice:
+    def __enter__(self) -> SlowNotice:
         if sys.stderr.isatty() and hasattr(signal, "setitimer"):
             self.previous = signal.signal(signal.SIGALRM, self._show)
             signal.setitimer(signal.ITIMER_REAL, self.delay)

@@ -1,4 +1,4 @@
-"""Entry point. The options of ai-sandbox are declared once, in `OPTIONS`: argparse parses the launch
+"""Entry point. The options of ai-sandbox are declared once, in `options.OPTIONS`: argparse parses the launch
 (`ai-sandbox [OPTIONS] AGENT …`) from it, and `cli` generates the typer root from it for `--help`,
 completion and the subcommands. The launch path never imports typer or rich (~90 ms together); argparse
 costs ~2 ms.
@@ -10,47 +10,8 @@ import argparse
 import os
 import sys
 
-from ai_sandbox.config import BACKENDS, ENGINES
 from ai_sandbox.errors import EXIT_INTERNAL, EXIT_USAGE, SandboxError, UsageError
-from ai_sandbox.records import value
-
-
-@value
-class Option:
-    """One option of ai-sandbox itself; options come before the agent. `metavar` set: it takes a value.
-    `to_typer`: main hands the whole command line to the typer app, which answers it (help, completion)."""
-
-    names: tuple[str, ...]
-    help: str
-    metavar: str = ""
-    to_typer: bool = False
-
-    @property
-    def name(self) -> str:
-        return self.names[-1]
-
-    @property
-    def dest(self) -> str:
-        return self.name.lstrip("-").replace("-", "_")
-
-
-OPTIONS = (
-    Option(("--dry-run",), "Print the plan and the backend command; run nothing."),
-    Option(
-        ("--backend",),
-        "Sandbox backend (config: backend; auto: firejail, else bwrap on Linux; docker on macOS).",
-        "|".join(BACKENDS),
-    ),
-    Option(("--engine",), "Container CLI for the docker backend (config: engine).", "|".join(ENGINES)),
-    Option(("--image",), "Image for the docker backend (config: image; a profile may set its own).", "NAME"),
-    Option(("--debug",), "Show a traceback on internal errors."),
-    Option(("--version",), "Print the version and exit."),
-    Option(("-h", "--help"), "Show this message and exit.", to_typer=True),
-    # typer declares these two itself (Typer(add_completion=True)); listed so they reach it.
-    Option(("--install-completion",), "Install completion for the current shell.", to_typer=True),
-    Option(("--show-completion",), "Show completion for the current shell.", to_typer=True),
-)
-SUBCOMMANDS = {"explain", "init", "doctor", "alias", "profiles", "accept"}
+from ai_sandbox.options import OPTIONS, SUBCOMMANDS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -105,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             return _typer(argv)
         if not is_command and rest[0] in SUBCOMMANDS:
             return _typer(argv)
-        from ai_sandbox.launch import Request, run
+        from ai_sandbox.launch import Request
 
         req = Request(
             argv=rest,
@@ -116,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
             image=opts.get("--image") or None,  # type: ignore[arg-type]
             env=dict(os.environ),
         )
+        if req.dry_run:
+            from ai_sandbox import dryrun  # rich is for people, not for the launch path
+
+            return dryrun.run(req)
+        from ai_sandbox.launch import run
+
         return run(req)
     except SandboxError as e:
         print(f"ai-sandbox: error: {e}", file=sys.stderr)

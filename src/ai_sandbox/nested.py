@@ -14,9 +14,6 @@ import re
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.policy import Mask, Policy
 
-# firejail mounts its private tmpfs here in every sandbox.
-FIREJAIL_MARK = "/run/firejail/mnt"
-
 _OCTAL = re.compile(rb"\\([0-7]{3})")
 
 
@@ -67,12 +64,10 @@ def inside_sandbox(table: list[tuple[str, str]]) -> bool:
 
 
 def which(table: list[tuple[str, str]]) -> str | None:
-    """The sandbox this process is in: firejail (its tmpfs is mounted) or bwrap (its init is pid 1 here)."""
+    """The kind of sandbox this process is in (verify.SANDBOXES), asked of the kernel's mount table."""
     from ai_sandbox import verify
 
-    if any(point == FIREJAIL_MARK for _, point in table):
-        return "firejail"
-    return "bwrap" if verify.bwrap_pid1() else None
+    return verify.which_sandbox({point for _, point in table})
 
 
 def unenforced(policy: Policy, table: list[tuple[str, str]]) -> list[Mask]:

@@ -1,5 +1,5 @@
 """Where ai-sandbox keeps its own files. Each directory is read-only (or hidden) inside the sandbox
-(backends/firejail.py `own_files`), so a session cannot change what the next launch reads.
+(backends/host.py `own_files`), so a session cannot change what the next launch reads.
 
 - config: `$XDG_CONFIG_HOME/ai-sandbox` — the user's config.toml and profiles;
 - state:  `$XDG_STATE_HOME/ai-sandbox` — what earlier launches hid, the index marks' journal, parsed configs;
@@ -30,6 +30,15 @@ def state_dir(env: Mapping[str, str]) -> str:
 def cache_dir(env: Mapping[str, str]) -> str:
     base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "ai-sandbox")
+
+
+def shipped_dir() -> str:
+    """The agent profiles (and the docker backend's Dockerfile) that come with ai-sandbox."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    inside = os.path.join(here, "profiles")  # in the wheel
+    if os.path.isdir(inside):
+        return inside
+    return os.path.join(os.path.dirname(os.path.dirname(here)), "profiles")  # a source checkout
 
 
 def project_key(root: str) -> str:

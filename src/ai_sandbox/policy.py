@@ -79,9 +79,6 @@ SHARED_DIRS = (
     "/run/user", "/run/lock", "/var/tmp", "/var/lib", "/var/log", "/var/cache", "/var/spool", "/var/mail",
     "/var/local", "/var/opt", "/var/www", "/private", "/private/var", "/private/tmp",
 )  # fmt: skip
-# Directories the firejail backend replaces with empty ones of its own (`private-dev`; /var/tmp is always
-# private): a project there is not in the sandbox at all, and the agent would start in $HOME instead.
-FIREJAIL_PRIVATE = ("/dev/shm", "/var/tmp", "/dev")
 
 
 @value
@@ -224,21 +221,17 @@ def is_system(path: str) -> bool:
     return path in _SHARED or _os_content(path)
 
 
-def check_reachable(cwd: str, backend: str) -> None:
-    """Refuse a project inside a directory the backend replaces with an empty one of its own (FIREJAIL_PRIVATE):
-    inside the sandbox the project is not there, and firejail starts the agent in $HOME instead — silently.
-    bwrap shows /var/tmp as it is. The docker backend mounts the project at its own path, which works from
-    /var/tmp and /dev/shm too."""
-    for d in _PRIVATE.get(backend, ()):
+def check_reachable(cwd: str, backend: str, private: tuple[str, ...]) -> None:
+    """Refuse a project inside a directory the backend replaces with an empty one of its own (its
+    `private_dirs`): inside the sandbox the project is not there, and firejail starts the agent in $HOME
+    instead — silently."""
+    for d in private:
         if inside(cwd, d):
             raise PolicyError(
                 f"{cwd} is under {d}, which the {backend} sandbox replaces with an empty directory of its own: "
                 "the agent would not see the project",
                 f"move the project out of {d} (e.g. under your home directory), or use --backend docker",
             )
-
-
-_PRIVATE = {"firejail": FIREJAIL_PRIVATE, "bwrap": ("/dev", "/proc")}  # bwrap: a minimal /dev, its own /proc
 
 
 def _owned(path: str, root: str) -> bool:

@@ -11,6 +11,7 @@ import os
 import re
 
 from ai_sandbox.errors import ConfigError
+from ai_sandbox.paths import shipped_dir
 from ai_sandbox.patterns import PROFILE, Pattern, Source
 from ai_sandbox.records import factory, record
 
@@ -121,14 +122,6 @@ class Profile:
     home: list[str] = factory(list)
     image: str = ""  # the docker backend's image for this agent, if not the configured one
     path: str = ""  # the file it came from; empty for the generic fallback
-
-
-def shipped_dir() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    inside = os.path.join(here, "profiles")  # in the wheel
-    if os.path.isdir(inside):
-        return inside
-    return os.path.join(os.path.dirname(os.path.dirname(here)), "profiles")  # a source checkout
 
 
 def user_dir(config_home: str) -> str:

@@ -12,7 +12,7 @@ import sys
 from rich.console import Console
 from rich.text import Text
 
-from ai_sandbox.backends import descriptor_args
+from ai_sandbox.backends.plan import descriptor_args
 from ai_sandbox.policy import Kept, Mask, Policy
 
 TYPE_CHECKING = False

@@ -23,7 +23,7 @@ from ai_sandbox.records import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ai_sandbox.layers import Tree
+    from ai_sandbox.layers.tree import Tree
     from ai_sandbox.policy import Policy
 
 VERSION = 2  # 2: a file's answer is [[line, [kinds]]]

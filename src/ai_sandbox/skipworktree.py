@@ -4,7 +4,7 @@ Inside the sandbox a hidden tracked file reads as an empty file for root and as 
 would see it modified: root's `git add -A` / `commit -a` / `stash` recorded it emptied (data loss, then
 pushed), a user's failed with Permission denied, and git-crypt's clean filter failed. With the bit set git
 takes the index's copy as the file's content and never opens it: status, diff, add -A, commit -a, stash,
-checkout, reset --hard and rebase work and never record it (lab-notes: measured as root and user, with
+checkout, reset --hard and rebase work and never record it (measured with git 2.39 as root and user, with
 git-crypt; ~24 ms to rewrite a 50,000-file index). What would have to change the file itself — a checkout
 of a branch where it differs — fails as it would on any local change, with nothing half-done.
 
@@ -21,7 +21,7 @@ user's later edits never reached `git commit -a`; red team, F3). When more new m
 than marks of ours left (a session can mark a decoy holding the hidden file's object id), every one of them is
 cleared, and a line says which: a bit of the session's own cleared shows in `git status`, one of ours left set
 hides the user's edits for good (red team). A work tree a session moved (a nested clone renamed, the project
-root itself) is found where it went through a descriptor the launch opened on it (`Trees`).
+root itself) is found where it went through a descriptor the launch opened on it (`Held`).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ai_sandbox.layers import Tree
+    from ai_sandbox.layers.tree import Tree
 
 _LOCK_WAIT = 2.0  # seconds a launch waits for another git's index.lock before refusing
 _FEW = 16  # file masks looked up in the raw index without decoding it
@@ -158,7 +158,7 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
             raise
 
 
-class Trees:
+class Held:
     """Descriptors on the work trees whose marks a session needs, opened before it starts: where each is at its end,
     even after the session renamed it (a descriptor follows a directory, a path does not)."""
 
@@ -184,9 +184,9 @@ class Trees:
         return out
 
 
-def release(env: Mapping[str, str], root: str, pid: int, trees: Trees | None = None) -> None:
+def release(env: Mapping[str, str], root: str, pid: int, held: Held | None = None) -> None:
     """After the session of pid: clear what no live session needs any more, in the work trees where they are now
-    (trees: those the session moved). Never raises: a bit left set is cleared by the next launch; one that cannot
+    (held: the work trees it holds, those the session moved among them). Never raises: a bit left set is cleared by the next launch; one that cannot
     be cleared now is named in a line on stderr."""
     path = journal_path(env, root)
     with contextlib.suppress(OSError, PolicyError, ValueError), locked(path):
@@ -196,9 +196,7 @@ def release(env: Mapping[str, str], root: str, pid: int, trees: Trees | None = N
         owned, theirs = _entries(doc, "owned"), _entries(doc, "theirs")
         cleared = Cleared()
         try:
-            _clear_unneeded(
-                env, owned, theirs, _needed(live), wait=10.0, moved=trees.now() if trees else {}, out=cleared
-            )
+            _clear_unneeded(env, owned, theirs, _needed(live), wait=10.0, moved=held.now() if held else {}, out=cleared)
         finally:
             _save(path, owned, theirs, live)
             cleared.say()
@@ -252,7 +250,7 @@ def _clear_unneeded(
 ) -> dict[str, set[str]]:
     """Clear the marks ai-sandbox set that no live session needs, wherever git carried them. owned and theirs
     (tree -> path -> object id) are updated: a mark found moved is followed to its new path. moved: where a work
-    tree the session renamed is now (Trees.now). out: what could not be done cleanly (release says it). Returns
+    tree the session renamed is now (Held.now). out: what could not be done cleanly (release says it). Returns
     every path that held a mark of ai-sandbox's, before or after the move."""
     ours = {tree: set(paths) for tree, paths in owned.items()}
     for tree in list(owned):

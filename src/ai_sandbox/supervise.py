@@ -20,7 +20,7 @@ import os
 import signal
 import time
 
-from ai_sandbox.backends import LaunchPlan
+from ai_sandbox.backends.plan import LaunchPlan
 
 FORWARDED = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 # What the sandbox's own processes above the agent (bwrap, its init) ignore; the agent gets these directly

@@ -29,7 +29,7 @@ from ai_sandbox.records import record
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ai_sandbox.idents import Snapshot
-    from ai_sandbox.layers import Tree
+    from ai_sandbox.layers.tree import Tree
     from ai_sandbox.skipworktree import Marks
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

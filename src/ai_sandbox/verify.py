@@ -117,8 +117,13 @@ def read_regular(path: str, limit: int | None = None) -> bytes:
     return b"".join(chunks)
 
 
+def spec(records: list[bytes]) -> bytes:
+    """A launch check's bytes (backends/check.py writes its records: a kind letter, then the path or fields)."""
+    return HEADER + b"\0".join(records) + b"\0"
+
+
 def parse_spec(data: bytes) -> list[tuple[str, str]] | None:
-    """(kind, rest) records of a launch check; None when data is not one."""
+    """(kind, rest) records of a launch check (`spec` writes them); None when data is not one."""
     if not data.startswith(HEADER):
         return None
     return [(chr(r[0]), os.fsdecode(r[1:])) for r in data[len(HEADER) :].split(b"\0") if r]
@@ -280,6 +285,17 @@ def _escaped(path: str) -> bytes:
     return raw
 
 
+SANDBOXES = ("firejail", "bwrap")  # the sandboxes this check can prove (K records; backends/registry.py's `inside`)
+
+
+def which_sandbox(points: set[str]) -> str | None:
+    """The sandbox this process is in, from the mount points it sees: firejail (its tmpfs is mounted) or bwrap (its
+    init is pid 1 here); None outside both."""
+    if MARK in points:
+        return "firejail"
+    return "bwrap" if bwrap_pid1() else None
+
+
 def bwrap_pid1() -> bool:
     """bwrap's init is pid 1 here: this process is in a bwrap sandbox's pid namespace."""
     try:
@@ -361,8 +377,13 @@ def _drop_capabilities(libc: object) -> None:
 
 def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
     """(message, hint) for the first rule not in force, None when all are."""
-    backend = next((rest for kind, rest in records if kind == "K"), "firejail")
+    backend = next((rest for kind, rest in records if kind == "K"), "")
     masked = [rest for kind, rest in records if kind in "Mm"]
+    if backend not in SANDBOXES:
+        return (
+            f"this launch check cannot prove a sandbox named {backend!r}",
+            "report this: the backend names no sandbox it knows",
+        )
     if backend == "bwrap":
         if not _bwrap_init():
             return BWRAP_NOT_SANDBOXED, "run `ai-sandbox doctor`"

@@ -10,10 +10,12 @@ import subprocess
 
 import pytest
 
-from tests.conftest import require
+from tests.conftest import (
+    BACKENDS,  # noqa: F401  (the module runs once per backend: conftest)
+    require,
+)
 
 pytestmark = pytest.mark.sandbox
-BACKENDS = ("firejail", "bwrap")
 
 
 def inside(ws, script: str, **kw):

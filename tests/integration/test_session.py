@@ -10,11 +10,15 @@ import time
 
 import pytest
 
-from tests.conftest import AIS, chown_tree, default_signals
+from tests.conftest import (
+    AIS,
+    BACKENDS,  # noqa: F401  (the module runs once per backend: conftest)
+    chown_tree,
+    default_signals,
+)
 from tests.stage import setpriv_argv
 
 pytestmark = pytest.mark.sandbox
-BACKENDS = ("firejail", "bwrap")
 
 # Reads the hidden file once, well after the test replaced it: the session must be over by then.
 SCRIPT = 'trap "" INT; echo READY; sleep 2.5; cat .env secrets/key 2>/dev/null; echo SURVIVED'

@@ -17,11 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PY, Result, Workspace, chown_tree, plant_env, token
+from tests.conftest import (
+    BACKENDS,  # noqa: F401  (the module runs once per backend: conftest)
+    PY,
+    Result,
+    Workspace,
+    chown_tree,
+    plant_env,
+    token,
+)
 from tests.security.test_record import _session, _show
 
 pytestmark = pytest.mark.sandbox
-BACKENDS = ("firejail", "bwrap")
 
 
 def _refused(res: Result, *secrets: str) -> str:

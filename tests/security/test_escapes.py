@@ -43,6 +43,7 @@ import pytest
 
 from tests.conftest import (
     AIS,
+    BACKENDS,  # noqa: F401  (the module runs once per backend: conftest)
     PY,
     Result,
     Workspace,
@@ -55,7 +56,6 @@ from tests.conftest import (
 )
 
 pytestmark = pytest.mark.sandbox
-BACKENDS = ("firejail", "bwrap")
 
 
 @dataclass

@@ -19,10 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Result, Workspace, root_only, token, unavailable
+from tests.conftest import (
+    BACKENDS,  # noqa: F401  (the module runs once per backend: conftest)
+    Result,
+    Workspace,
+    root_only,
+    token,
+    unavailable,
+)
 
 pytestmark = pytest.mark.sandbox
-BACKENDS = ("firejail", "bwrap")
 
 
 def _one_line_refusal(res: Result, *words: str) -> None:

@@ -20,8 +20,8 @@ from unittest import mock
 
 import pytest
 
-from ai_sandbox.backends import Settings
 from ai_sandbox.backends.firejail import Firejail
+from ai_sandbox.backends.plan import Settings
 from ai_sandbox.fs import make_dirs, write_files
 from ai_sandbox.policy import IGNORED, Mask, Policy
 from tests.conftest import AIS, Result, Workspace, chown_tree, plant_env, require, root_only, running_install, token
@@ -169,14 +169,14 @@ def _plan(ws: Workspace, policy: Policy, script: str, profile_filter=None, cwd: 
     # copy's, which the test user can reach, when the suite stages one)
     run = running_install()
     with (
-        mock.patch("ai_sandbox.backends.firejail.verifier", lambda: (run["python"], run["check"])),
-        mock.patch("ai_sandbox.profiles.shipped_dir", lambda: run["profiles"]),
+        mock.patch("ai_sandbox.backends.host.verifier", lambda: (run["python"], run["check"])),
+        mock.patch("ai_sandbox.paths.shipped_dir", lambda: run["profiles"]),
         mock.patch.object(sys, "prefix", run["prefix"]),
         mock.patch.object(sys, "base_prefix", run["base_prefix"]),
     ):
         plan = fj.plan(policy, ["/bin/sh", "-c", script], env)
     if profile_filter is not None:
-        plan.files = {p: profile_filter(c) if p.endswith(".profile") else c for p, c in plan.files.items()}
+        plan.extra_files = {p: profile_filter(c) if p.endswith(".profile") else c for p, c in plan.extra_files.items()}
     make_dirs(plan.dirs)
     write_files(plan.files)
     return plan

@@ -36,10 +36,9 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
-from tests.conftest import IDENTITIES, Workspace, chown_tree, ensure_test_user, new_workspace, require, token
+from tests.conftest import BACKENDS, IDENTITIES, Workspace, chown_tree, ensure_test_user, new_workspace, require, token
 
 pytestmark = pytest.mark.sandbox
-BACKENDS = ("firejail", "bwrap")
 
 FUZZ_SECONDS = float(os.environ.get("AI_SANDBOX_FUZZ_SECONDS", "0"))
 STEPS = 6  # sessions per sequence

@@ -16,10 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import IS_ROOT, TEST_USER, Workspace, ensure_test_user, new_workspace, token
+from tests.conftest import (
+    BACKENDS,  # noqa: F401  (the module runs once per backend: conftest)
+    IS_ROOT,
+    TEST_USER,
+    Workspace,
+    ensure_test_user,
+    new_workspace,
+    token,
+)
 
 pytestmark = pytest.mark.sandbox
-BACKENDS = ("firejail", "bwrap")
 
 WRITE = (
     "ls -A secrets; echo new > secrets/new.txt; mkdir -p secrets/d && echo x > secrets/d/y; "

@@ -10,9 +10,11 @@ import time
 import pytest
 
 from ai_sandbox import verify
-from ai_sandbox.backends import REGISTRY, Settings, choose
+from ai_sandbox.backends import choose
 from ai_sandbox.backends import firejail as firejail_backend
 from ai_sandbox.backends.bwrap import ARGS_FD, MAX_SCRATCH, SYSTEM_READ_ONLY, Bwrap
+from ai_sandbox.backends.plan import Settings
+from ai_sandbox.backends.registry import make
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.policy import GLOBAL, Mask, Policy
 from ai_sandbox.report import descriptor_lines
@@ -112,11 +114,10 @@ class _Fake:
 
 @pytest.fixture
 def fakes(monkeypatch):
-    """REGISTRY entries whose probe answers as told and is counted: auto's choice and its cache, alone."""
+    """Backends whose probe answers as told and is counted: auto's choice and its cache, alone."""
     state: dict[str, str | None] = {"firejail": "does not sandbox here", "bwrap": None}
     log: list[str] = []
-    for name in choose.ORDER:
-        monkeypatch.setitem(REGISTRY, name, lambda settings, n=name: _Fake(n, state[n], log, state.get(f"{n}-cheap")))
+    monkeypatch.setattr(choose, "make", lambda n, settings: _Fake(n, state[n], log, state.get(f"{n}-cheap")))
     monkeypatch.setattr(choose, "_inside", lambda: None)  # the suite may itself run in a sandbox
     return state, log
 
@@ -192,7 +193,7 @@ def test_a_does_not_work_is_asked_again_after_a_day(fakes, tmp_path, monkeypatch
 
 
 def test_the_state_key_changes_with_a_backends_own_config(tmp_path):
-    fj = REGISTRY["firejail"](Settings())
+    fj = make("firejail", Settings())
     users = tmp_path / "firejail.users"
     fj.state_files = (str(users),)
     before = choose.state_key([fj])

@@ -1,4 +1,4 @@
-"""The command line: one declaration of our options (main.OPTIONS) read by the launch parser and the typer
+"""The command line: one declaration of our options (options.OPTIONS) read by the launch parser and the typer
 root; nothing after the agent is ours."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import types
 
 import pytest
 
-from ai_sandbox import main
+from ai_sandbox import main, options
 from ai_sandbox.errors import UsageError
-from tests.conftest import AIS, PY
+from tests.conftest import AIS
 
 
 @pytest.mark.parametrize(
@@ -61,6 +61,7 @@ def failing_launch(monkeypatch):
 
     fake = types.SimpleNamespace(Request=lambda **kw: types.SimpleNamespace(**kw), run=run)
     monkeypatch.setitem(sys.modules, "ai_sandbox.launch", fake)
+    monkeypatch.setitem(sys.modules, "ai_sandbox.dryrun", types.SimpleNamespace(run=run))  # --dry-run's
     return seen
 
 
@@ -85,10 +86,10 @@ def test_help_documents_every_option_and_command():
 
     out = subprocess.run([AIS, "--help"], capture_output=True, text=True, check=True).stdout
     assert "Usage: ai-sandbox [OPTIONS] AGENT [ARGS]..." in out
-    for o in main.OPTIONS:
+    for o in options.OPTIONS:
         assert f"{', '.join(o.names)} {o.metavar}".strip() in out
     commands = {c.name or c.callback.__name__ for c in app.registered_commands}
-    assert commands == main.SUBCOMMANDS
+    assert commands == options.SUBCOMMANDS
     for name in commands:
         assert f"\n  {name} " in out
 
@@ -107,25 +108,6 @@ def test_usage_errors_exit_64_in_one_line():
     assert res.stderr.startswith("ai-sandbox: error: ") and res.stderr.count("\n") == 1
     res = subprocess.run([AIS], capture_output=True, text=True)
     assert res.returncode == 64
-
-
-# Not on the launch path: typer, click and rich (~90 ms, people's output only), pathspec (30-50 ms, only for
-# patterns the fast matcher cannot take), GitPython, and the standard library's dataclasses (~20 ms with
-# inspect: records.py stands in) and typing (~4 ms: annotations are strings, Protocols for readers only).
-OFF_THE_LAUNCH_PATH = ("typer", "click", "rich", "pathspec", "git", "dataclasses", "inspect", "typing")
-
-
-def test_launch_path_does_not_import_typer_rich_pathspec_dataclasses_or_typing():
-    """Every module a launch runs, imported as a launch imports them (the backends, the layers, the watcher)."""
-    code = (
-        "import sys; from ai_sandbox import launch, main, watch, nested, verify, state, skipworktree, fs, paths, idents; "
-        "from ai_sandbox import unwritten, supervise, history, secretscan; "
-        "from ai_sandbox.backends import firejail, docker, bwrap, choose; "
-        "from ai_sandbox.layers import outputs, unlisted, ignored, gitcrypt, explicit; "
-        f"print(sorted(m for m in {OFF_THE_LAUNCH_PATH!r} if m in sys.modules))"
-    )
-    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
 
 
 def test_command_usage_errors_exit_64_never_a_traceback():

@@ -16,7 +16,7 @@ from types import ModuleType
 
 import pytest
 
-from ai_sandbox.main import OPTIONS, SUBCOMMANDS
+from ai_sandbox.options import OPTIONS, SUBCOMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -132,7 +132,7 @@ def test_every_option_is_documented():
     table = text[text.index("| option | meaning |") :].split("\n\n")[0]
     for row in table.splitlines()[2:]:
         for name in re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", row.split(" | ")[0]):
-            assert name in names, f"usage.md documents {name}, which is not in main.OPTIONS"
+            assert name in names, f"usage.md documents {name}, which is not in options.OPTIONS"
 
 
 def test_every_command_has_its_section():

@@ -10,7 +10,8 @@ import tempfile
 import pytest
 
 from ai_sandbox import verify
-from ai_sandbox.backends.firejail import Firejail, OwnFiles, own_files
+from ai_sandbox.backends.firejail import Firejail
+from ai_sandbox.backends.host import OwnFiles, own_files
 from ai_sandbox.policy import Mask, Policy
 
 fj = Firejail()
@@ -149,7 +150,7 @@ def test_scratch_directories_are_tmpfs_after_the_read_only_lines_and_checked_as_
     assert scratch == [f"{root}/secrets"]
     lines = fj.profile(pol, OwnFiles(protect=["/h/.config/ai-sandbox"]), scratch).decode().splitlines()
     assert lines[-3:] == ["read-only /h/.config/ai-sandbox", f"tmpfs {root}/secrets", f"blacklist {root}/.env"]
-    from ai_sandbox.backends.firejail import launch_check
+    from ai_sandbox.backends.check import launch_check
 
     recs = verify.parse_spec(launch_check(pol, OwnFiles(), root, scratch))
     # .env is not there: a mask that may be missing (m); one that exists now must still exist inside (M)

@@ -124,13 +124,16 @@ def test_widening_never_reaches_a_shared_directory():
 
 @pytest.mark.parametrize("cwd", ["/var/tmp/p", "/var/tmp", "/dev/shm/p/sub", "/dev/p"])
 def test_firejail_refuses_a_project_in_a_directory_it_replaces(cwd):
-    from ai_sandbox.policy import check_reachable  # new in this change
+    from ai_sandbox.backends.docker import Docker
+    from ai_sandbox.backends.firejail import Firejail
+    from ai_sandbox.backends.plan import Settings
+    from ai_sandbox.policy import check_reachable
 
     with pytest.raises(PolicyError, match="move the project") as e:
-        check_reachable(cwd, "firejail")
+        check_reachable(cwd, "firejail", Firejail.private_dirs)
     assert cwd in str(e.value)
-    check_reachable(cwd, "docker")  # the container mounts the project at its own path
-    check_reachable("/var/tmpx/p", "firejail")
+    check_reachable(cwd, "docker", Docker(Settings()).private_dirs)  # the container mounts the project at its path
+    check_reachable("/var/tmpx/p", "firejail", Firejail.private_dirs)
 
 
 # --- GIT_DIR and friends (real git) --------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from ai_sandbox import config, launch, profiles, state
+from ai_sandbox import config, launch, paths, profiles, state
 from ai_sandbox.errors import ConfigError, PolicyError
 from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, PROFILE, PROJECT, USER, Pattern, PatternSet, Source
 from ai_sandbox.policy import IGNORED, Entry, build
@@ -60,7 +60,7 @@ def test_every_pattern_is_made_with_its_origin(tmp_path, monkeypatch):
     (root / ".ai-sandbox").write_text("AI_SANDBOX_BLOCK_PATHS=(c)\nAI_SANDBOX_ALLOW_PATHS=(d)\n")
     proj = config.load_project(str(root))
     assert {p.origin for p in proj.block + proj.allow} == {PROJECT}
-    prof = profiles.load(os.path.join(profiles.shipped_dir(), "claude.toml"))
+    prof = profiles.load(os.path.join(paths.shipped_dir(), "claude.toml"))
     assert prof.allow and {p.origin for p in prof.allow} == {PROFILE}
     allow = launch.allowlist(user, prof, proj).patterns
     assert {p.origin for p in allow} == {DEPENDENCY, OUTPUT, BUILT_IN, PROFILE, USER, PROJECT}

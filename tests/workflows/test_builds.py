@@ -10,10 +10,15 @@ import time
 
 import pytest
 
-from tests.conftest import PY, plant_env, require, token
+from tests.conftest import (
+    BACKENDS,  # noqa: F401  (the module runs once per backend: conftest)
+    PY,
+    plant_env,
+    require,
+    token,
+)
 
 pytestmark = pytest.mark.sandbox
-BACKENDS = ("firejail", "bwrap")
 
 
 def _commit(ws, *paths: str) -> None:

@@ -21,10 +21,16 @@ from pathlib import Path
 import pytest
 
 from ai_sandbox import supervise
-from tests.conftest import AIS, Workspace, default_signals, require, token
+from tests.conftest import (
+    AIS,
+    BACKENDS,  # noqa: F401  (the module runs once per backend: conftest)
+    Workspace,
+    default_signals,
+    require,
+    token,
+)
 
 pytestmark = pytest.mark.sandbox
-BACKENDS = ("firejail", "bwrap")
 
 # What agents run all day: status, diff, add -A, commit -a, stash -u / pop, a branch, a rebase, reset --hard.
 AGENT = r"""

@@ -1,7 +1,8 @@
 """The bubblewrap backend: the policy becomes bwrap's arguments and the launch check's masks.
 
 No setuid (bwrap runs as the caller; a user gets a user namespace), and every path is named exactly: no
-name is widened. Facts this relies on (lab-notes.md, proved by the tests run against this backend): the
+name is widened. Facts this relies on (measured with bubblewrap 0.8, proved by the tests run against this
+backend): the
 host is bound whole (`--dev-bind / /`) with a private /proc (own pid namespace: no host process, and so no
 /proc/PID/root, is visible) and a minimal /dev of our own; the system directories and ai-sandbox's own files
 read-only, as under firejail. bwrap rereads the mount table after each bind it makes (1,000 masks: 2.3 s),
@@ -18,8 +19,9 @@ import stat
 from collections.abc import Mapping
 
 from ai_sandbox import tools
-from ai_sandbox.backends import LaunchPlan, Settings
-from ai_sandbox.backends.firejail import OwnFiles, checked, holding_tracked, own_files, probe_plan
+from ai_sandbox.backends.check import checked
+from ai_sandbox.backends.host import OwnFiles, holding_tracked, own_files, probe_plan
+from ai_sandbox.backends.plan import LaunchPlan, Settings
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.idents import Snapshot
 from ai_sandbox.policy import Policy
@@ -134,6 +136,7 @@ class Bwrap:
     # 0.36 s, 10,000 1.3 s (the kernel's binds grow faster than linearly; directories cost a tmpfs each, 0.17 s
     # per 10,000). Past this, the policy hides whole directories (the same widening as firejail's limit).
     max_masks = 10_000
+    private_dirs: tuple[str, ...] = ("/dev", "/proc")  # a minimal /dev of its own, and its own /proc
 
     def __init__(self, settings: Settings | None = None, user: tuple[int, int] | None = None) -> None:
         self.executable = tools.find("bwrap")
@@ -264,11 +267,11 @@ class Bwrap:
         scratch = self.scratch(policy)
         args = self.arguments(own, scratch)
         cwd = os.path.realpath(self.settings.cwd or os.getcwd())
-        check_argv, check_path, check = checked(policy, own, cwd, scratch, env, self.name, seen)
         return LaunchPlan(
-            argv=[self.executable or "bwrap", "--args", str(ARGS_FD), "--", *check_argv, *argv],
+            sandbox=[self.executable or "bwrap", "--args", str(ARGS_FD), "--"],
+            agent=argv,
+            check=checked(policy, own, cwd, scratch, env, self.name, seen),
             env={**verify.carried(dict(env), seen.when), verify.IGNORED_ENV: supervise.caller_ignored()},
-            files={check_path: check},
             dirs=dict.fromkeys(own.create, 0o700),
             scratch=scratch,
             fds={ARGS_FD: b"\0".join(args) + b"\0", SECCOMP_FD: tiocsti_filter()},

@@ -1,5 +1,6 @@
-"""`backend = "auto"` on Linux: firejail when it is installed and really sandboxes here, otherwise bwrap
-when user namespaces work here, otherwise a refusal naming what to install or enable.
+"""Which backend a launch uses: the one named, or for `backend = "auto"` on Linux the first of the registry's
+Linux backends (firejail, then bwrap) that is installed and really sandboxes here, otherwise a refusal naming
+what to install or enable; on macOS, docker.
 
 "Really sandboxes" takes a sandbox start (firejail inside a container runs commands with no sandbox; bwrap
 without user namespaces does not start), ~0.1 s: too much for every launch. So the answer is kept in the
@@ -18,17 +19,19 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import time
 from collections.abc import Mapping
 
-from ai_sandbox.backends import REGISTRY, Settings
-from ai_sandbox.errors import UnavailableError
+from ai_sandbox.backends.plan import Settings
+from ai_sandbox.backends.registry import REGISTRY, make, on
+from ai_sandbox.errors import UnavailableError, UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ai_sandbox.backends.protocol import Backend
 
-ORDER = ("firejail", "bwrap")
+ORDER = on("linux")
 _KNOBS = (
     "/proc/sys/kernel/random/boot_id",
     "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
@@ -102,7 +105,7 @@ def _saved(err: UnavailableError | None) -> list[str] | None:
 
 def survey(settings: Settings, env: Mapping[str, str]) -> dict[str, tuple[Backend, UnavailableError | None]]:
     """Every backend of ORDER asked afresh, with its answer, saved for auto's next launches (doctor)."""
-    found = {name: (b, verdict(b, env)) for name in ORDER for b in [REGISTRY[name](settings)]}
+    found = {name: (b, verdict(b, env)) for name in ORDER for b in [make(name, settings)]}
     save(env, state_key([b for b, _ in found.values()]), {name: _saved(err) for name, (_, err) in found.items()})
     return found
 
@@ -113,8 +116,8 @@ def linux(settings: Settings, env: Mapping[str, str], *, fresh: bool = False) ->
     if inside is not None:
         # already sandboxed (an agent ran `claude` through the alias): the launch runs directly if this
         # sandbox's masks are in force, so the policy is computed as this sandbox names paths; no start
-        return REGISTRY[inside](settings)
-    backends = [REGISTRY[name](settings) for name in ORDER]
+        return make(inside, settings)
+    backends = [make(name, settings) for name in ORDER]
     key = state_key(backends)
     known = {} if fresh else verdicts(env, key)
     found: dict[str, list[str] | None] = {}
@@ -146,11 +149,29 @@ def linux(settings: Settings, env: Mapping[str, str], *, fresh: bool = False) ->
 def assumed(settings: Settings) -> Backend:
     """The backend explain, init and --dry-run show the rules of when none works here: the first of ORDER
     that is installed (the one a fix would most likely make work), else the first."""
-    backends = [REGISTRY[name](settings) for name in ORDER]
+    backends = [make(name, settings) for name in ORDER]
     return next((b for b in backends if getattr(b, "executable", None)), backends[0])
 
 
 def _inside() -> str | None:
+    """The backend whose sandbox this process is in (nested.py asks the kernel which), if any."""
     from ai_sandbox import nested
 
-    return nested.which(nested.mounts())
+    kind = nested.which(nested.mounts())
+    return next((name for name, e in REGISTRY.items() if kind and e.inside == kind), None)
+
+
+def select(name: str, settings: Settings | None = None, env: Mapping[str, str] | None = None) -> Backend:
+    """The backend called name; `auto`: docker on macOS, on Linux the first of ORDER that sandboxes here."""
+    if name == "auto":
+        if sys.platform.startswith("linux"):
+            return linux(settings or Settings(), os.environ if env is None else env)
+        if sys.platform != "darwin":
+            raise UnavailableError(
+                f"no sandbox backend for {sys.platform}",
+                "ai-sandbox runs on Linux (firejail, bwrap) and macOS (docker)",
+            )
+        name = on("darwin")[0]
+    if name not in REGISTRY:
+        raise UsageError(f"unknown backend {name!r}", f"use one of: auto, {', '.join(REGISTRY)}")
+    return make(name, settings or Settings())

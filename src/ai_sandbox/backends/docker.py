@@ -3,7 +3,7 @@
 The project is mounted read-write at its own absolute path, the agent's home state (its profile's `home`
 list) and the user's `mounts` likewise; everything else of the host is absent. Each hidden path inside a
 mount is covered by a read-only bind of an empty file or an empty directory — never a tmpfs, which podman
-fills with the directory's contents (lab-notes). Mount specs go through `--mount` in CSV form, so commas,
+fills with the directory's contents (measured with podman 4.3: the secrets were visible). Mount specs go through `--mount` in CSV form, so commas,
 colons, quotes and spaces in paths survive.
 """
 
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping
 
 from ai_sandbox import tools
-from ai_sandbox.backends import LaunchPlan, Settings
+from ai_sandbox.backends.plan import LaunchPlan, Settings, Unchecked
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.fs import inside
 from ai_sandbox.idents import Snapshot
@@ -46,11 +46,16 @@ def mount_arg(**fields: str | bool) -> str:
     return buf.getvalue()
 
 
+# Nothing of ai-sandbox's runs inside an image: the masks are the engine's mounts, shown by --dry-run, unproved.
+UNCHECKED = Unchecked("the agent runs in an image, where no launch check of ai-sandbox's runs")
+
+
 class Docker:
     name = "docker"
     host_commands = False
     state_files: tuple[str, ...] = ()
     max_masks = 2_000  # a --mount argument each: the command line must stay within ARG_MAX; rootless podman: less
+    private_dirs: tuple[str, ...] = ()  # the project is mounted at its own path, from /var/tmp and /dev/shm too
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -153,9 +158,11 @@ class Docker:
             cmd += ["-e", name]
         if "TERM" in env:
             cmd += ["-e", f"TERM={env['TERM']}"]  # -t would set TERM=xterm
-        cmd += [self.image, *argv]
+        cmd.append(self.image)
         dirs = {d: 0o700 for d in create} | {empty_dir: 0o500}
-        return LaunchPlan(argv=cmd, env=dict(env), files={empty_file: b""}, dirs=dirs)
+        return LaunchPlan(
+            sandbox=cmd, agent=argv, check=UNCHECKED, env=dict(env), extra_files={empty_file: b""}, dirs=dirs
+        )
 
 
 def _expand(p: str, env: Mapping[str, str]) -> str:
@@ -179,6 +186,6 @@ def _ssh_agent(env: Mapping[str, str]) -> list[str]:
 
 
 def _dockerfile_dir() -> str:
-    from ai_sandbox.profiles import shipped_dir
+    from ai_sandbox.paths import shipped_dir
 
     return os.path.join(shipped_dir(), "container")

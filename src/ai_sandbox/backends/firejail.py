@@ -1,35 +1,30 @@
-"""The firejail backend: the policy becomes a generated profile file, the agent runs under it.
+r"""The firejail backend: the policy becomes a generated profile file, the agent runs under it.
 
-Facts this relies on are measured in lab-notes.md and proved by tests/integration: a profile file
-(firejail refuses more than ~120 arguments, and `--profile` loads no system profile); names firejail
-rejects, reads as globs or comments, or changes (runs of blanks); root bypassing file modes (hence
-`caps.drop all`). The sandbox's command is not the agent but the launch check (verify.py): it proves every
+Facts this relies on, measured with firejail 0.9.72 and proved by tests/integration: a profile file (firejail
+refuses more than ~120 arguments, and `--profile` loads no system profile); names firejail rejects (`,"\{};&%<>!^`,
+control characters, `..`), reads as globs (`*?[]`) or comments (`#`), or changes (runs of blanks collapsed,
+trailing blanks dropped), all widened by the policy; root bypassing file modes (hence `caps.drop all`). The sandbox's command is not the agent but the launch check (verify.py): it proves every
 mask and read-only rule is in force, then execs the agent with the caller's exact environment (firejail's
 setuid start strips and adds variables).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
-import shutil
 import stat
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
 
 from ai_sandbox import tools
-from ai_sandbox.backends import LaunchPlan, Settings
-from ai_sandbox.errors import PolicyError, UnavailableError
+from ai_sandbox.backends.check import checked
+from ai_sandbox.backends.host import OwnFiles, holding_tracked, own_files, probe_plan
+from ai_sandbox.backends.plan import LaunchPlan, Settings
+from ai_sandbox.errors import UnavailableError
 from ai_sandbox.fs import below
 from ai_sandbox.idents import Snapshot
-from ai_sandbox.paths import cache_dir, config_home, state_dir
+from ai_sandbox.paths import cache_dir
 from ai_sandbox.policy import Policy
-from ai_sandbox.records import factory, record
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from ai_sandbox.backends.protocol import Backend
 
 # firejail rejects paths with these; `#` starts a comment in a profile line
 _REJECTED = frozenset(',"\\{};&%<>!^#')
@@ -80,6 +75,9 @@ class Firejail:
     # A mount per mask; the kernel refuses past fs.mount-max (100,000) and firejail's start grows faster
     # than linearly (measured: 10,000 masks 0.4 s, 30,000 1.6 s, 60,000 4.7 s, 110,000 fails).
     max_masks = 30_000
+    # What firejail replaces with empty directories of its own (`private-dev`; /var/tmp is always private): a
+    # project there is not in the sandbox at all, and the agent would start in $HOME instead.
+    private_dirs: tuple[str, ...] = ("/dev/shm", "/var/tmp", "/dev")
 
     def __init__(self, settings: Settings | None = None, user: tuple[int, int] | None = None) -> None:
         self.executable = tools.find("firejail")
@@ -232,270 +230,12 @@ class Firejail:
         base = cache_dir(env)
         profile_path = os.path.join(base, f"firejail-{digest}.profile")
         cwd = os.path.realpath(self.settings.cwd or os.getcwd())
-        check_argv, check_path, check = checked(policy, own, cwd, scratch, env, seen=seen)
-        command = [self.executable or "firejail", "--quiet", f"--profile={profile_path}", "--", *check_argv, *argv]
         return LaunchPlan(
-            argv=command,
+            sandbox=[self.executable or "firejail", "--quiet", f"--profile={profile_path}", "--"],
+            agent=argv,
+            check=checked(policy, own, cwd, scratch, env, self.name, seen),
             env=verify.carried(dict(env), seen.when),
-            files={profile_path: content, check_path: check},
+            extra_files={profile_path: content},
             dirs=dict.fromkeys(own.create, 0o700),
             scratch=scratch,
         )
-
-
-def checked(
-    policy: Policy,
-    own: OwnFiles,
-    cwd: str,
-    scratch: list[str],
-    env: Mapping[str, str],
-    backend: str = "firejail",
-    seen: Snapshot | None = None,
-) -> tuple[list[str], str, bytes]:
-    """The sandbox's command before the agent's argv (the launch check), its spec's path and bytes. Refused
-    when the policy hides the interpreter, the script or the spec: the check needs them inside."""
-    check = launch_check(policy, own, cwd, scratch, backend, seen)
-    check_path = os.path.join(cache_dir(env), f"check-{hashlib.sha256(check).hexdigest()[:24]}")
-    python, script = verifier()
-    for path in (python, script, check_path):
-        if (m := policy.hidden(path)) is not None:
-            raise PolicyError(
-                f"{path} is hidden by the policy ({m.reason}), and the launch check needs it inside",
-                "narrow the rule that hides it",
-            )
-    # -I: isolated (no PYTHON* variable, no user site, no cwd on sys.path); -S: no site, stdlib only, ~2 ms less
-    return [python, "-I", "-S", script, check_path], check_path, check
-
-
-def holding_tracked(policy: Policy) -> set[str]:
-    """The directories that hold a hidden tracked file, at any depth: never a scratch directory. git must find
-    the file where it was: in an empty scratch it is missing, which git takes for a sparse entry, and `git
-    checkout <branch>` would succeed and leave the old file behind (red team)."""
-    out = {os.path.dirname(p) for p in policy.tracked}
-    for d in list(out):
-        while (d := os.path.dirname(d)) not in out and d != "/":
-            out.add(d)
-    return out
-
-
-@contextlib.contextmanager
-def probe_plan(make: Callable[[Settings], Backend], env: Mapping[str, str]) -> Iterator[tuple[str, LaunchPlan]]:
-    """(temp dir, plan) of a sandbox that hides one temp file and runs `true`, its files written: what a
-    backend's probe starts. The temp dir is removed afterwards."""
-    import tempfile
-
-    from ai_sandbox.fs import make_dirs, write_files
-    from ai_sandbox.policy import GLOBAL, Mask
-
-    base = tempfile.mkdtemp(prefix="ai-sandbox-probe-")
-    try:
-        secret = os.path.join(base, "secret")
-        with open(secret, "w"):
-            pass
-        policy = Policy(root=base, in_git=False, masks=[Mask(secret, False, GLOBAL, "probe")])
-        plan = make(Settings(cwd=base)).plan(policy, [shutil.which("true") or "/bin/true"], env)
-        make_dirs(plan.dirs)
-        write_files(plan.files)
-        yield base, plan
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def launch_check(
-    policy: Policy,
-    own: OwnFiles,
-    cwd: str,
-    scratch: list[str] | None = None,
-    backend: str = "firejail",
-    seen: Snapshot | None = None,
-) -> bytes:
-    """The spec verify.py checks inside the sandbox: which sandbox must be there, every mask, every scratch
-    directory, every read-only rule, every anchor, the start directory.
-
-    A mask in the project or the home that existed when the launch looked is an M record: gone when the check
-    runs, it was moved or deleted while the sandbox started (a rename of its directory in that window left the
-    secret readable under the new name, with no mask and no watcher to notice: red team), and the launch
-    refuses. Others are m records: a missing one is nothing to read (a global block of a path that is not
-    there, or a path the sandbox itself replaces, like firejail's /var/tmp). Every mask and scratch directory
-    whose directory existed also gets an S record: the device and inode the launch saw (seen, the launch's one
-    look: idents.py), which the mask inside must be on (a directory swapped for a decoy while the sandbox
-    started put the mask on the decoy: red team, F2)."""
-    from ai_sandbox import idents, verify
-
-    seen = seen or idents.take(policy)
-    chosen = set(scratch or ())
-    home = os.path.realpath(os.path.expanduser("~"))
-    recs = [b"K" + backend.encode(), b"W" + os.fsencode(cwd)]
-    for p in [*(m.path for m in policy.masks if m.path not in chosen), *own.hide]:
-        there = seen.files.get(p) if p in seen.files else idents.ident(p)
-        near = below(p, policy.root) or (home != "/" and below(p, home))
-        recs.append((b"M" if there is not None and near else b"m") + os.fsencode(p))
-    recs += [b"T" + os.fsencode(p) for p in scratch or ()]
-    for p in [*(m.path for m in policy.masks), *(scratch or ())]:
-        d = seen.dirs.get(idents.dirname(p), idents.NONE)
-        if d != idents.NONE:
-            f = seen.files.get(p)
-            recs.append(b"S" + (b"%d:%d" % f if f is not None else b"-:-") + b":" + d + b":" + os.fsencode(p))
-    recs += [b"R" + os.fsencode(p) for p in own.protect]
-    recs += [b"B" + os.fsencode(p) for p in own.anchors]
-    if policy.hidden(cwd) is None:
-        try:
-            st = os.stat(cwd)
-            recs.append(b"C" + f"{st.st_dev}:{st.st_ino}:".encode() + os.fsencode(cwd))
-        except OSError:
-            pass
-    return verify.HEADER + b"\0".join(recs) + b"\0"
-
-
-def verifier() -> tuple[str, str]:
-    """The interpreter and the script of the launch check. The base interpreter, not the venv's link to
-    it: with -I -S only the standard library is used, and a project's ignored .venv may be hidden."""
-    import sys
-
-    python = os.path.realpath(sys.executable)
-    return python, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "verify.py")
-
-
-@record
-class OwnFiles:
-    """ai-sandbox's own files, as the sandbox must show them."""
-
-    create: list[str] = factory(list)  # config, state and cache directories: created before the launch
-    protect: list[str] = factory(list)  # read-only inside
-    hide: list[str] = factory(list)  # masked inside
-    anchors: list[str] = factory(list)  # directories above those that the agent could rename: made mount points
-    as_root: bool = False  # the agent is root: anchors are bound onto themselves (only root may `bind`)
-
-
-def own_files(
-    env: Mapping[str, str],
-    unexpressible: Callable[[str], str | None],
-    root: str = "",
-    user: tuple[int, int] | None = None,
-) -> OwnFiles:
-    """Read-only: the config, the state and the cache (a session must not rewrite the next one's rules, its
-    record of what was hidden, or the generated profile and launch check), what links in the config lead
-    to (a dotfiles checkout), and the code the next launch runs — ai-sandbox's package, its environment
-    (sys.prefix, the user site-packages it may live in), the interpreter's installation and the directory
-    its sitecustomize links to, the shipped profiles — unless the project is a checkout of ai-sandbox itself, being worked on. Hidden: the
-    parsed-config cache (parses of config files, which may be hidden ones). Anchored: every directory
-    above those that the agent could rename, since a read-only mount moves along with a renamed parent
-    (`mv ~/.local ~/.l2` then a fresh ~/.local/state would have wiped the record). Refused: a link the
-    agent could replace on the way to the config, state or cache directory (`~/.config -> dotfiles/…`),
-    and a path firejail cannot name — skipping either would fail open."""
-    import site
-    import sys
-
-    from ai_sandbox.profiles import shipped_dir
-
-    uid, gid = user or (os.geteuid(), os.getegid())
-    groups = {gid, *os.getgroups()} if user is None else {gid}
-    given = (config_home(env), state_dir(env), cache_dir(env))
-    for d in given:
-        _no_replaceable_link(d, uid, groups)
-    dirs = [os.path.realpath(d) for d in given]
-    python, script = verifier()
-    package = os.path.dirname(script)
-    code = [sys.prefix, sys.base_prefix, package, python, shipped_dir(), *_startup_hooks_outside()]
-    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
-    if user_site and below(package, user_site):
-        code.append(user_site)  # a `pip install --user`: a .pth beside it would run at the next launch
-    code = [os.path.realpath(p) for p in code if os.path.exists(p)]
-    if root and _is_our_checkout(root, package):
-        code = [p for p in code if not below(p, root)]
-    protect: list[str] = []
-    for d in sorted(set(dirs + code + _link_targets(dirs[0])), key=lambda p: (len(p), p)):  # enclosing first
-        if any(below(d, p) for p in protect):
-            continue
-        _expressible(d, unexpressible)
-        protect.append(d)
-    renamable = {a for p in protect for a in _renamable_ancestors(p, uid, groups)}
-    anchors = sorted(renamable - set(protect), key=lambda p: (len(p), p))
-    for a in anchors:
-        _expressible(a, unexpressible)
-    return OwnFiles(dirs, protect, [os.path.join(dirs[1], "parsed")], anchors, uid == 0)
-
-
-def _startup_hooks_outside() -> list[str]:
-    """Where the interpreter's startup hooks really live when its standard library only links to them:
-    Debian's /usr/lib/python3.X/sitecustomize.py is a link into /etc/python3.X, which root inside could
-    write, and every later launch imports it before any sandbox (found by a red team)."""
-    stdlib = os.path.dirname(os.__file__)
-    out = []
-    for name in ("sitecustomize.py", "usercustomize.py"):
-        hook = os.path.join(stdlib, name)
-        if os.path.islink(hook):
-            out.append(os.path.dirname(os.path.realpath(hook)))
-    return out
-
-
-def _is_our_checkout(root: str, package: str) -> bool:
-    """The running ai-sandbox is this project's own source, `<root>/src/ai_sandbox` (a developer works on
-    it, in its sandbox): then its code stays writable. Decided by where the running code is, not by a file
-    in the project, which a session could write (a `name = "ai-sandbox"` line in any pyproject.toml)."""
-    return os.path.realpath(package) == os.path.join(os.path.realpath(root), "src", "ai_sandbox")
-
-
-def _link_targets(config: str) -> list[str]:
-    """Where links in the config directory lead (config.toml, profiles/ and the profiles in it): the
-    directory is read-only inside, but a link's target is not, and its rules would be the next launch's."""
-    out = []
-    for d in (config, os.path.join(config, "profiles")):
-        try:
-            names = os.listdir(d)
-        except OSError:
-            continue
-        for name in names:
-            path = os.path.join(d, name)
-            if os.path.islink(path) and os.path.exists(path):
-                out.append(os.path.realpath(path))
-    return out
-
-
-def _no_replaceable_link(path: str, uid: int, groups: set[int]) -> None:
-    """Refuse when a link the agent could replace lies on the way to one of ai-sandbox's directories: the
-    read-only mount covers the link's target, and a session could point the link (or put a directory)
-    elsewhere for the next launch."""
-    p = os.path.abspath(path)
-    while p not in ("/", ""):
-        if os.path.islink(p) and _renamable(p, uid, groups):
-            raise UnavailableError(
-                f"{p} is a symlink (to {os.path.realpath(p)}) that a session could replace, giving the next "
-                "launch other rules or no record of what was hidden",
-                "replace the link by the directory it points to, or point the XDG_* variable at the target",
-            )
-        p = os.path.dirname(p)
-
-
-def _expressible(path: str, unexpressible: Callable[[str], str | None]) -> None:
-    why = unexpressible(path)
-    if why is not None:
-        raise UnavailableError(
-            f"cannot protect {path} inside the sandbox: its path {why}",
-            "point XDG_CONFIG_HOME / XDG_STATE_HOME / XDG_CACHE_HOME (or HOME), or ai-sandbox's install, at a simpler path",
-        )
-
-
-def _renamable_ancestors(path: str, uid: int, groups: set[int]) -> list[str]:
-    """The directories above path (not /) that this user — the agent's user, capabilities dropped — could
-    rename; those not made yet are made by the launch, as this user."""
-    out = []
-    p = os.path.dirname(path)
-    while p not in ("/", ""):
-        if not os.path.lexists(p) or _renamable(p, uid, groups):
-            out.append(p)
-        p = os.path.dirname(p)
-    return out
-
-
-def _renamable(p: str, uid: int, groups: set[int]) -> bool:
-    """Whether uid (without capabilities) may rename or replace p: its parent is writable to it by the mode
-    bits, and no sticky bit shields p."""
-    try:
-        st, parent = os.lstat(p), os.stat(os.path.dirname(p))
-    except OSError:
-        return False
-    mode = parent.st_mode
-    writable = (parent.st_uid == uid and mode & 0o200) or (parent.st_gid in groups and mode & 0o020) or mode & 0o002
-    sticky_shield = mode & 0o1000 and uid not in (st.st_uid, parent.st_uid)
-    return bool(writable and not sticky_shield)

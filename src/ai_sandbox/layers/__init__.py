@@ -5,51 +5,19 @@ Every layer returns plain `Entry` values; merging, allowlists and resolution bel
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from ai_sandbox import git
 from ai_sandbox.config import ProjectConfig, UserConfig
 from ai_sandbox.layers import explicit, gitcrypt, ignored, unlisted
+from ai_sandbox.layers.tree import Tree, trees
 from ai_sandbox.patterns import PatternSet
 from ai_sandbox.policy import EXPLICIT, GLOBAL, Entry
 from ai_sandbox.records import factory, record
 
 
 @record
-class Tree:
-    """One work tree in the project: the root repository or a nested one, with its path from the root."""
-
-    prefix: str  # "" for the root, "sub/dir/" for a nested repository
-    scan: git.Scan
-    walk: unlisted.Walk  # what git does not list: FIFOs, sockets, .gitattributes files
-
-
-@record
 class Collected:
     entries: list[Entry] = factory(list)
     trees: list[Tree] = factory(list)  # what git listed, for the audit
-
-
-def trees(repo: git.Repo, prefix: str = "", memo: unlisted.Memo | None = None) -> Iterator[Tree]:
-    """The root work tree and, recursively, every submodule and nested clone checked out inside it."""
-    walk = unlisted.Walk(repo.root, memo)
-    scan = git.scan(repo)
-    yield Tree(prefix, scan, walk)
-    for rel in scan.gitlinks:
-        sub = git.nested_repo(repo.root, rel)
-        if sub is not None:
-            yield from trees(sub, f"{prefix}{rel}/", memo)
-    for rel in (p for p, is_dir in scan.untracked if is_dir):
-        sub = git.nested_repo(repo.root, rel)
-        # git collapses an untracked directory: a clone may sit anywhere inside it (vendor/lib/)
-        found = (
-            [(sub, rel)]
-            if sub is not None
-            else [(git.nested_repo(repo.root, r), r) for r in git.repos_below(repo, rel)]
-        )
-        for nested, r in found:
-            if nested is not None:
-                yield from trees(nested, f"{prefix}{r}/", memo)
 
 
 def _nested(prefix: str, all_trees: list[Tree]) -> list[str]:

@@ -16,7 +16,7 @@ from ai_sandbox.policy import Entry, Layer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ai_sandbox.layers import Tree
+    from ai_sandbox.layers.tree import Tree
 
 
 def candidates(trees: Iterable[Tree]) -> Iterator[tuple[str, bool]]:

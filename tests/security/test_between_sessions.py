@@ -614,7 +614,9 @@ def test_a_work_tree_a_session_moves_has_its_marks_cleared_where_it_went(ws, fir
     if rel:
         _repo(ws, tree)
     _conf_repo(ws, tree, secret)
-    _session(ws, move)
+    (ws.repo / ".ai-sandbox.toml").write_text('block = ["*.tfvars"]\n')  # the project's rules: lib's is lib's own
+    res = _session(ws, f"git -C {tree} ls-files -t; {move}")
+    assert "S conf/prod.tfvars" in res.out  # marked for the session
     time.sleep(0.5)
     after = ws.repo / moved if rel else Path(f"{ws.repo}{moved}")
     assert (after / "conf" / "prod.tfvars").read_text() == secret + "\n"  # the move really happened
@@ -649,3 +651,114 @@ def test_what_a_worktrees_launch_hid_in_the_main_checkouts_nested_clone_stays_hi
     _session(ws, f"cat {lib}/.env; echo '# nothing' > {lib}/.gitignore", cwd=wt)
     line = _refused(_show(ws.run("--", "sh", "-c", "echo @@read; cat .env; true", cwd=lib)), secret)
     assert f"{lib}/.env" in line
+
+
+# --- the seventh red team: a worktree moved, marks the user "owns", work trees replaced at their old path ---------
+
+
+@pytest.mark.parametrize("move", ["git worktree move {wt} {wt}2", "mv {wt} {wt}2"])
+def test_a_worktree_the_session_moves_keeps_what_the_main_checkouts_launch_hid(ws, firejail, move):
+    """G1: the session empties the linked worktree's .gitignore and moves the worktree; old code judged the main
+    checkout's record by path only, and the first launch at the new path showed the `.env` it had hidden there.
+    A recorded path whose directory moved is now looked for by inode in this launch's trees, its root included."""
+    secret = token("MOVEDWTSECRET")
+    ws.write(".gitignore", ".env\n")
+    ws.git("add", ".gitignore")
+    ws.git("commit", "-qm", "ignore")
+    wt = ws.base / "wt"
+    ws.git("worktree", "add", "-q", str(wt))
+    (wt / ".env").write_text(secret + "\n")
+    _session(ws, f"cat {wt}/.env; echo '# nothing' > {wt}/.gitignore; " + move.format(wt=wt))
+    moved = Path(f"{wt}2")
+    assert (moved / ".env").read_text() == secret + "\n"
+    line = _refused(_show(ws.run("--", "sh", "-c", "echo @@read; cat .env; true", cwd=moved)), secret)
+    assert f"{wt}/.env" in line
+
+
+def _marks(ws: Workspace, path: Path) -> list[str]:
+    return sorted(ws.git("ls-files", "-t", cwd=path).splitlines())
+
+
+OWNED_BY_THE_USER = {
+    # a decoy marked and committed in one session is the user's own at the next launch; then its mark goes, and
+    # the blocked file's directory is moved: the user's mark must not take the one git carried
+    "planted": (
+        "",
+        "O=$(git rev-parse :conf/prod.tfvars) && git update-index --add --cacheinfo 100644,$O,decoy.txt"
+        " && git update-index --skip-worktree decoy.txt && git -c user.name=t -c user.email=t@e commit -qm decoy",
+        "git update-index --no-skip-worktree decoy.txt && git mv conf conf2"
+        " && git -c user.name=t -c user.email=t@e commit -qm mv",
+    ),
+    # the user marked zz/u.txt; a session points it at the blocked file's object, then both directories move
+    "users": (
+        "zz/u.txt",
+        "O=$(git rev-parse :conf/prod.tfvars) && git update-index --cacheinfo 100644,$O,zz/u.txt"
+        " && git update-index --skip-worktree zz/u.txt",
+        "git mv zz zz2 && git mv conf conf2",
+    ),
+}
+
+
+@pytest.mark.parametrize("how", list(OWNED_BY_THE_USER))
+def test_a_mark_the_user_owns_never_takes_the_one_ai_sandbox_set(ws, firejail, how):
+    """H1, H2: the user's own marks were followed first, by object id: a mark a session made the user's (a decoy
+    committed, or the user's entry pointed at the hidden file's object) took the one `git mv` had carried, and the
+    hidden file kept ai-sandbox's bit for good. A moved mark of ai-sandbox's now takes every entry holding its
+    object, the user's included, and a line names them; the hidden file ends unmarked, as in the control."""
+    secret = token("TFSECRET")
+    users, first, second = OWNED_BY_THE_USER[how]
+    _conf_repo(ws, ws.repo, secret)
+    if users:
+        ws.write(users, "user local\n")
+        ws.git("add", users)
+        ws.git("commit", "-qm", "user's")
+        ws.git("update-index", "--skip-worktree", users)
+    control = _copy(ws)
+    _session(ws, first)
+    _control(ws, control, first)
+    res = _session(ws, second)
+    _control(ws, control, second)
+    time.sleep(0.5)
+    assert "H conf2/prod.tfvars" in _marks(ws, ws.repo) and "H conf2/prod.tfvars" in _marks(ws, control)
+    if users:  # the user's own mark, pointed at the same object by the session, cannot be told from ours: said
+        assert "zz2/u.txt" in res.err and "cleared git's skip-worktree mark" in res.err
+    _show(ws.run("--", "true"))  # and a next launch keeps it so
+    time.sleep(0.5)
+    assert "H conf2/prod.tfvars" in _marks(ws, ws.repo)
+
+
+REPLACED = {
+    "nested-empty-dir": ("lib", "mv lib lib2 && mkdir lib", "lib2"),
+    "nested-link-to-another-repo": ("lib", "mv lib lib2 && ln -s $VICTIM lib", "lib2"),
+    "root-empty-dir": ("", 'cd / && mv "$OLDPWD" "$OLDPWD-moved" && mkdir "$OLDPWD"', "-moved"),
+}
+
+
+@pytest.mark.parametrize("how", list(REPLACED))
+def test_a_work_tree_replaced_at_its_old_path_has_its_marks_cleared_where_it_went(ws, firejail, how):
+    """A3, A4, J1: the session moves a work tree holding a marked hidden file and puts an empty directory, or a link
+    to another repository whose user marked a file of the same name, at its old path. Old code asked git at the old
+    path: in the empty directory it listed nothing (or the enclosing repository) and forgot the mark; through the
+    link it cleared the other repository's mark, the user's. The end of the session now goes by the descriptor it
+    held on the work tree since the launch, and asks git there only."""
+    secret = token("TFSECRET")
+    rel, move, moved = REPLACED[how]
+    tree = ws.repo / rel if rel else ws.repo
+    if rel:
+        _repo(ws, tree)
+    _conf_repo(ws, tree, secret)
+    victim = ws.base / "victim"
+    _repo(ws, victim)
+    (victim / "conf").mkdir()
+    (victim / "conf" / "prod.tfvars").write_text("victim's own\n")
+    ws.git("add", "conf", cwd=victim)
+    ws.git("commit", "-qm", "v", cwd=victim)
+    ws.git("update-index", "--skip-worktree", "conf/prod.tfvars", cwd=victim)
+    (ws.repo / ".ai-sandbox.toml").write_text('block = ["*.tfvars"]\n')  # the project's rules: lib's is lib's own
+    res = _session(ws, f"git -C {tree} ls-files -t; " + move.replace("$VICTIM", str(victim)))
+    assert "S conf/prod.tfvars" in res.out  # marked for the session
+    time.sleep(0.5)
+    after = ws.repo / moved if rel else Path(f"{ws.repo}{moved}")
+    assert (after / "conf" / "prod.tfvars").read_text() == secret + "\n"
+    assert "H conf/prod.tfvars" in _marks(ws, after)
+    assert "S conf/prod.tfvars" in _marks(ws, victim)  # another repository's mark is never touched

@@ -322,19 +322,31 @@ class Lost:
     owner: str  # whose record: a root, or GLOBAL_RECORD
 
 
-def _judge(
-    policy: Policy,
-    sources: list[tuple[str, list[tuple[str, bytes]], int]],
-    ids: dict[str, bytes],
-    env: Mapping[str, str],
-) -> list[Lost]:
-    """What would be readable, for every recorded path of these (owner, record's entries, when it was written)
-    triples; the owner is a root, or GLOBAL_RECORD."""
+# (owner, the entries of its record that apply, when it was written, the trees they apply in: () for all)
+_Source = tuple[str, list[tuple[str, bytes]], int, tuple[str, ...]]
+
+
+def _dir_moved(path: str, recorded: bytes, ids: dict[str, bytes]) -> bool:
+    """The directory a record saw path in is no longer at its place (an lstat per directory, remembered)."""
+    return bool(recorded) and recorded != _NONE and _dir_id(_dirname(path), ids) != recorded
+
+
+def _judge(policy: Policy, sources: list[_Source], ids: dict[str, bytes], env: Mapping[str, str]) -> list[Lost]:
+    """What would be readable, for every recorded path of these sources; an owner is a root, or GLOBAL_RECORD. A
+    path of another root's record that lies outside this launch's trees counts only where its directory is found
+    moved into them."""
     kept = _kept_by_code(policy)
     lost: list[Lost] = []
     wanted: dict[bytes, list[tuple[str, str]]] = {}  # directory id -> (recorded path, owner), where it moved
-    since = {owner: when for owner, _, when in sources}
-    for owner, entries, _ in sources:
+    since = {owner: when for owner, _, when, _ in sources}
+    elsewhere = {
+        (p, owner)
+        for owner, entries, _, within in sources
+        if within
+        for p, _ in entries
+        if not any(inside(p, t) for t in within)
+    }
+    for owner, entries, _, _ in sources:
         if owner == policy.root:
             why = "a rule changed (.gitignore, .ai-sandbox.toml or your config.toml)"
         elif owner == GLOBAL_RECORD:
@@ -342,9 +354,9 @@ def _judge(
         else:
             why = _other_root(policy, owner)
         for p, pid in entries:
-            if pid and pid != _NONE and _dir_id(_dirname(p), ids) != pid:
+            if _dir_moved(p, pid, ids):
                 wanted.setdefault(pid, []).append((p, owner))
-            if policy.hidden(p) is None and p not in kept and os.path.lexists(p):
+            if (p, owner) not in elsewhere and policy.hidden(p) is None and p not in kept and os.path.lexists(p):
                 lost.append(Lost(p, why, p, owner))
     if wanted:
         found, nowhere = _moved(policy, wanted)
@@ -353,7 +365,9 @@ def _judge(
             logs = _all_logs(env)
             why = "a directory above it was moved away during a session (where to is not known)"
             lost += [
-                Lost(p, why, p, owner) for p, owner in nowhere if _moved_during_a_session(p, owner, logs, since[owner])
+                Lost(p, why, p, owner)
+                for p, owner in nowhere
+                if (p, owner) not in elsewhere and _moved_during_a_session(p, owner, logs, since[owner])
             ]
     return lost
 
@@ -383,6 +397,14 @@ def _moved(policy: Policy, wanted: dict[bytes, list[tuple[str, str]]]) -> tuple[
         by_ino.setdefault(int(ino), []).append((int(dev), paths))
     masked = {m.path for m in policy.masks if m.is_dir}
     lost: list[Lost] = []
+    for top in (policy.root, *policy.checkouts):  # a directory moved to become this launch's root, or a checkout
+        try:
+            st = os.lstat(top)
+        except OSError:
+            continue
+        hit = by_ino.get(st.st_ino)
+        if hit is not None:
+            lost += _found(policy, top, st.st_dev, hit, by_ino, st.st_ino)
     stack = [policy.root]
     while stack and by_ino:
         for e in _listing(stack.pop()):
@@ -481,20 +503,23 @@ def _examine(
         path, now, before == now, index if stale else "", root, root_id, cwd, _settled_logs(env, root),
         gpath, gnow, gbefore == gnow, covers,
     )  # fmt: skip
-    sources: list[tuple[str, list[tuple[str, bytes]], int]] = []
+    sources: list[_Source] = []
     if others:
         accepted = _accepted(path)
         for r, within in others.items():
-            entries = _entries(_read(record_path(env, r)))
+            # this launch's paths, and those whose directory moved: it may stand in this launch's trees now (a
+            # worktree the session moved, this launch's root: red team)
             entries = [
-                (p, i) for p, i in entries if p not in accepted and (not within or any(inside(p, t) for t in within))
+                (p, i)
+                for p, i in _entries(_read(record_path(env, r)))
+                if p not in accepted and (not within or any(inside(p, t) for t in within) or _dir_moved(p, i, ids))
             ]
             if entries:
-                sources.append((r, entries, _mtime(record_path(env, r))))
+                sources.append((r, entries, _mtime(record_path(env, r)), within))
     if before != now:
-        sources.insert(0, (root, _entries(before), _mtime(path)))
+        sources.insert(0, (root, _entries(before), _mtime(path), ()))
     if gbefore != gnow:  # the user's global blocks outside the project: the same for every project
-        sources.append((GLOBAL_RECORD, _entries(gbefore), _mtime(gpath)))
+        sources.append((GLOBAL_RECORD, _entries(gbefore), _mtime(gpath), ()))
     if not sources:  # the usual launch: the same masks as last time, nothing moved
         return rec, []
     return rec, _judge(policy, sources, ids, env)

@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import shlex
+import stat
 import sys
 import time
 from collections.abc import Iterable, Mapping
@@ -127,10 +128,11 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
         doc = _load(path)
         live = _live_sessions(doc)
         owned, theirs = _entries(doc, "owned"), _entries(doc, "theirs")
+        ids = _ids(doc)
         keep = _needed(live)
         for tree, paths in needs.items():
             keep.setdefault(tree, set()).update(paths)
-        ours = _clear_unneeded(env, owned, theirs, keep)
+        ours = _clear_unneeded(env, owned, theirs, keep, ids=ids)
         # what git listed as flagged and ai-sandbox did not set (nor found moved) is the user's
         for tree, entries in marks.marked.items():
             theirs[tree] = {p: blob for p, blob in entries.items() if p not in ours.get(tree, set())}
@@ -146,15 +148,17 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
         for tree, paths in todo.items():
             blobs = marks.blobs.get(tree, {})
             owned.setdefault(tree, {}).update({p: blobs.get(p, "") for p in paths})
+        for tree in owned:
+            ids.setdefault(tree, _tree_id(tree))  # which directory the marks are in: a path can be replaced
         if needs:
             live[str(os.getpid())] = {"start": _start_time(os.getpid()), "needs": needs}
-        _save(path, owned, theirs, live)
+        _save(path, owned, theirs, live, ids)
         try:
             for tree, paths in todo.items():
                 _update_index(env, tree, "--skip-worktree", paths, _LOCK_WAIT)
         except PolicyError:  # no session runs: what was set stays recorded, for the next launch to clear
             live.pop(str(os.getpid()), None)
-            _save(path, owned, theirs, live)
+            _save(path, owned, theirs, live, ids)
             raise
 
 
@@ -169,36 +173,57 @@ class Held:
                 self.fds[tree] = os.open(tree, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
 
     def now(self) -> dict[str, str]:
-        """tree -> where it is now, for each tree that is no longer at its path but still is a directory."""
+        """tree -> where it is now, for each tree whose path no longer names it (moved away; something else, an
+        empty directory or a link to another repository, may stand at the old path: red team)."""
         out = {}
         for tree, fd in self.fds.items():
-            if os.path.isdir(tree):
+            try:
+                seen = os.fstat(fd)
+                if _same(os.lstat(tree), seen):
+                    continue
+            except FileNotFoundError:
+                pass
+            except OSError:
                 continue
             try:
                 here = os.readlink(f"/proc/self/fd/{fd}")
-                st, seen = os.stat(here), os.fstat(fd)
+                if _same(os.lstat(here), seen):
+                    out[tree] = here
             except OSError:
                 continue
-            if (st.st_dev, st.st_ino) == (seen.st_dev, seen.st_ino):
-                out[tree] = here
         return out
+
+
+def _same(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _tree_id(tree: str) -> str:
+    """ "DEV:INO" of the work tree's directory itself (a link is not followed); "" when there is none."""
+    try:
+        st = os.lstat(tree)
+    except OSError:
+        return ""
+    return f"{st.st_dev}:{st.st_ino}" if stat.S_ISDIR(st.st_mode) else ""
 
 
 def release(env: Mapping[str, str], root: str, pid: int, held: Held | None = None) -> None:
     """After the session of pid: clear what no live session needs any more, in the work trees where they are now
-    (held: the work trees it holds, those the session moved among them). Never raises: a bit left set is cleared by the next launch; one that cannot
-    be cleared now is named in a line on stderr."""
+    (held: descriptors on them since the launch). Never raises: a bit left set is cleared by the next launch;
+    one that cannot be cleared now is named in a line on stderr."""
     path = journal_path(env, root)
     with contextlib.suppress(OSError, PolicyError, ValueError), locked(path):
         doc = _load(path)
         live = _live_sessions(doc)
         live.pop(str(pid), None)
         owned, theirs = _entries(doc, "owned"), _entries(doc, "theirs")
+        ids = _ids(doc)
         cleared = Cleared()
         try:
-            _clear_unneeded(env, owned, theirs, _needed(live), wait=10.0, moved=held.now() if held else {}, out=cleared)
+            moved = held.now() if held else {}
+            _clear_unneeded(env, owned, theirs, _needed(live), wait=10.0, moved=moved, out=cleared, ids=ids)
         finally:
-            _save(path, owned, theirs, live)
+            _save(path, owned, theirs, live, ids)
             cleared.say()
 
 
@@ -247,16 +272,23 @@ def _clear_unneeded(
     wait: float = _LOCK_WAIT,
     moved: Mapping[str, str] | None = None,
     out: Cleared | None = None,
+    ids: dict[str, str] | None = None,
 ) -> dict[str, set[str]]:
     """Clear the marks ai-sandbox set that no live session needs, wherever git carried them. owned and theirs
     (tree -> path -> object id) are updated: a mark found moved is followed to its new path. moved: where a work
-    tree the session renamed is now (Held.now). out: what could not be done cleanly (release says it). Returns
-    every path that held a mark of ai-sandbox's, before or after the move."""
+    tree the session renamed is now (Held.now). out: what could not be done cleanly (release says it). ids: the
+    directory each tree was when its marks were set: one no longer there is never asked by path (an empty
+    directory put in its place lists nothing, a link leads to another repository: red team). Returns every path
+    that held a mark of ai-sandbox's, before or after the move."""
     ours = {tree: set(paths) for tree, paths in owned.items()}
+    ids = {} if ids is None else ids
     for tree in list(owned):
-        where = tree if os.path.isdir(tree) else (moved or {}).get(tree)
+        where = (moved or {}).get(tree)
         if where is None:
-            continue  # moved away during the session: kept, cleared by a launch once it is back
+            here = _tree_id(tree)
+            where = tree if here and ids.get(tree, here) == here else None
+        if where is None:
+            continue  # moved away, or replaced, during a session not held here: kept, cleared once it is back
         now = _flagged_now(where)
         doubtful = _follow(owned[tree], theirs.setdefault(tree, {}), now)
         ours[tree].update(owned[tree])
@@ -283,23 +315,18 @@ def _clear_unneeded(
             del owned[tree]
         if where != tree:
             theirs.pop(tree, None)
+        if tree not in owned:
+            ids.pop(tree, None)
     return ours
 
 
 def _follow(owned: dict[str, str], theirs: dict[str, str], now: dict[str, str]) -> list[str]:
-    """Move each mark that left its path to the flagged entry that holds its object now (git mv carried it);
-    the user's own marks first, so that a bit of theirs is never taken for one of ours. Where more new flagged
-    entries hold an object than marks of ours with it left, all of them are taken for ours (returned: the
-    session marked the others itself, and which is which cannot be told)."""
+    """Move each mark that left its path to the flagged entries that hold its object now (git mv carried it). Ours
+    first: a mark of ai-sandbox's takes every new flagged entry holding its object, so it can never stay on the
+    hidden file because a session made another entry look like it, or like one of the user's (red team); the
+    user's own marks follow to what is left. Returns the entries taken where there were more of them than marks
+    of ours left with that object: which of them held our mark cannot be told (all are cleared, and said)."""
     new = {p: blob for p, blob in now.items() if p not in owned and p not in theirs}
-    for old, blob in list(theirs.items()):
-        if old in now or not blob:
-            continue
-        moved = next((p for p, b in new.items() if b == blob), None)
-        del theirs[old]  # gone from the index, or no longer flagged: nothing of it is left to clear
-        if moved is not None:
-            theirs[moved] = blob
-            del new[moved]
     lost: dict[str, int] = {}
     for old, blob in list(owned.items()):
         if old not in now and blob:
@@ -308,9 +335,19 @@ def _follow(owned: dict[str, str], theirs: dict[str, str], now: dict[str, str]) 
     doubtful = []
     for blob, n in lost.items():
         hits = [p for p, b in new.items() if b == blob]
-        owned.update(dict.fromkeys(hits, blob))
+        for p in hits:
+            owned[p] = blob
+            del new[p]
         if len(hits) > n:
             doubtful += hits
+    for old, blob in list(theirs.items()):
+        if old in now or not blob:
+            continue
+        del theirs[old]  # gone from the index, or no longer flagged: nothing of it is left to clear
+        moved = next((p for p, b in new.items() if b == blob), None)
+        if moved is not None:
+            theirs[moved] = blob
+            del new[moved]
     return doubtful
 
 
@@ -432,8 +469,18 @@ def _entries(doc: dict[str, Any], key: str) -> dict[str, dict[str, str]]:
     return {t: dict(p) if isinstance(p, dict) else dict.fromkeys(p, "") for t, p in doc.get(key, {}).items()}
 
 
+def _ids(doc: dict[str, Any]) -> dict[str, str]:
+    """tree -> "DEV:INO" of its directory when its marks were set (journals before these had none)."""
+    ids = doc.get("trees", {})
+    return {t: i for t, i in ids.items() if isinstance(t, str) and isinstance(i, str)} if isinstance(ids, dict) else {}
+
+
 def _save(
-    path: str, owned: dict[str, dict[str, str]], theirs: dict[str, dict[str, str]], live: dict[str, dict[str, Any]]
+    path: str,
+    owned: dict[str, dict[str, str]],
+    theirs: dict[str, dict[str, str]],
+    live: dict[str, dict[str, Any]],
+    ids: dict[str, str] | None = None,
 ) -> None:
     if not owned and not live:
         with contextlib.suppress(FileNotFoundError):
@@ -443,5 +490,6 @@ def _save(
         "owned": {t: dict(sorted(p.items())) for t, p in owned.items()},
         "theirs": {t: dict(sorted(p.items())) for t, p in theirs.items() if p},
         "sessions": live,
+        "trees": {t: i for t, i in (ids or {}).items() if t in owned and i},
     }
     write_atomic(path, json.dumps(doc).encode())

@@ -762,3 +762,23 @@ def test_a_work_tree_replaced_at_its_old_path_has_its_marks_cleared_where_it_wen
     assert (after / "conf" / "prod.tfvars").read_text() == secret + "\n"
     assert "H conf/prod.tfvars" in _marks(ws, after)
     assert "S conf/prod.tfvars" in _marks(ws, victim)  # another repository's mark is never touched
+
+
+@pytest.mark.parametrize("cmd", ["git checkout -q feat", "git merge -q --ff-only feat"])
+def test_what_a_worktrees_session_checks_out_into_the_main_checkouts_hidden_directory_is_never_lost(ws, firejail, cmd):
+    """Found by the model: launched from a linked worktree, a session ran git in the main checkout, which wrote a
+    file the branch tracks into a directory the main checkout's rules hide: the directory was a scratch tmpfs of
+    the session (another checkout's masks were given scratch like this one's), the file vanished at exit, and
+    nothing named it. Another checkout's hidden directories are read-only masks now: git refuses, as it would
+    there, or the repository is the control's."""
+    secret = token("KEYSECRET")
+    _branch_repo(ws, ws.repo, secret)
+    wt = ws.base / "wt"
+    ws.git("worktree", "add", "-q", "-b", "wtb", str(wt))
+    control = _copy(ws)
+    res = _session(ws, f"cd {ws.repo} && {cmd}; echo @@rc=$?", cwd=wt)
+    time.sleep(0.5)
+    if "@@rc=0" in res.out:
+        _control(ws, control, cmd)
+    assert _state(ws, ws.repo) == _state(ws, control)
+    assert secret not in res.out + res.err

@@ -257,11 +257,12 @@ class World:
         script += [f'( cd "$REPO" && {a} ) >/dev/null 2>&1; echo @@$?' for a in actions]
         script.append(f"{probe}; echo @@end")
         env = self._env(self.base, self.out)
+        scope = self.scope(where)  # before the session: one of its actions may move the clone it was launched from
         cwd = {"lib": self.ws.repo / "lib", "wt": self.wt}.get(where, self.ws.repo)
         res = self.ws.run("--", "sh", "-c", "\n".join(script), env=env, timeout=120, cwd=cwd if cwd.is_dir() else None)
         self.said = res.err
         PLAYED["launches"] += 1
-        leaked = [s for s in self.scope(where) if s in res.out + res.err]
+        leaked = [s for s in scope if s in res.out + res.err]
         assert not leaked, f"secret read inside (rc={res.rc}):\n{res.out}\n{res.err}"
         if "@@start" not in res.out:
             assert res.rc != 0, res.err

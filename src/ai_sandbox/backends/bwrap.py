@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from ai_sandbox import tools
 from ai_sandbox.backends.check import checked
-from ai_sandbox.backends.host import OwnFiles, holding_tracked, own_files, probe_plan
+from ai_sandbox.backends.host import OwnFiles, never_scratch, own_files, probe_plan
 from ai_sandbox.backends.plan import LaunchPlan, Settings
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.idents import Snapshot
@@ -189,10 +189,10 @@ class Bwrap:
         those the agent's identity owns and may write, that hold no hidden tracked file (git must find it
         where it was). bwrap mounts a tmpfs anywhere; at most MAX_SCRATCH of them (its argument limit)."""
         uid = self.agent_uid()
-        holds_tracked = holding_tracked(policy)
+        kept = never_scratch(policy)
         out: list[str] = []
         for m in policy.masks:
-            if not m.is_dir or m.path in holds_tracked:
+            if not m.is_dir or kept(m.path):
                 continue
             try:
                 st = os.lstat(m.path)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from ai_sandbox import tools
 from ai_sandbox.backends.check import checked
-from ai_sandbox.backends.host import OwnFiles, holding_tracked, own_files, probe_plan
+from ai_sandbox.backends.host import OwnFiles, never_scratch, own_files, probe_plan
 from ai_sandbox.backends.plan import LaunchPlan, Settings
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.fs import below
@@ -170,9 +170,9 @@ class Firejail:
             if home == "/":
                 return []
         out: list[str] = []
-        holds_tracked = holding_tracked(policy)
+        kept = never_scratch(policy)
         for m in policy.masks:
-            if not m.is_dir or len(out) >= MAX_SCRATCH or m.path in holds_tracked:
+            if not m.is_dir or len(out) >= MAX_SCRATCH or kept(m.path):
                 continue
             if home and not below(m.path, home):
                 continue

@@ -166,15 +166,20 @@ def _renamable(p: str, uid: int, groups: set[int]) -> bool:
     return bool(writable and not sticky_shield)
 
 
-def holding_tracked(policy: Policy) -> set[str]:
-    """The directories that hold a hidden tracked file, at any depth: never a scratch directory. git must find
-    the file where it was: in an empty scratch it is missing, which git takes for a sparse entry, and `git
-    checkout <branch>` would succeed and leave the old file behind (red team)."""
-    out = {os.path.dirname(p) for p in policy.tracked}
-    for d in list(out):
-        while (d := os.path.dirname(d)) not in out and d != "/":
-            out.add(d)
-    return out
+def never_scratch(policy: Policy) -> Callable[[str], bool]:
+    """Which hidden directories never get a scratch tmpfs, whoever could mount one:
+    - one that holds a hidden tracked file, at any depth: git must find the file where it was; in an empty
+      scratch it is missing, which git takes for a sparse entry, and `git checkout <branch>` would succeed and
+      leave the old file behind (red team);
+    - one of another checkout of the repository (policy.checkouts): what git writes there from a session of this
+      one (a checkout, a merge) would vanish at exit, and only this checkout's are named afterwards (unwritten.py;
+      found by the model); a read-only mask makes git refuse instead."""
+    holding = {os.path.dirname(p) for p in policy.tracked}
+    for d in list(holding):
+        while (d := os.path.dirname(d)) not in holding and d != "/":
+            holding.add(d)
+    others = tuple(policy.checkouts)
+    return lambda path: path in holding or any(below(path, c) or path == c for c in others)
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ finds becomes a plain test (tests/security/test_between_sessions.py).
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -81,6 +82,11 @@ CROSS_ACTIONS = st.sampled_from(
         "cd $REPO && O=$(git rev-parse :conf/prod.tfvars) && git update-index --add --cacheinfo 100644,$O,aaa.txt"
         " && git update-index --skip-worktree aaa.txt",
         "cd $WT && git mv conf conf3 && git commit -qm mv",
+        # the seventh red team's: the worktree moved (its .gitignore emptied by another action), a moved clone
+        # replaced by an empty directory, the decoy's own mark dropped before the hidden file's moves
+        "git worktree move $WT ${WT}2",
+        "python3 $OUT/../fsop.py mv $REPO/lib $REPO/lib2 && mkdir $REPO/lib",
+        "git update-index --no-skip-worktree aaa.txt",
     ]
 )
 FS_ACTIONS = st.one_of(
@@ -112,7 +118,8 @@ RULE_ACTIONS = st.sampled_from(
         'printf \'block = ["*.tfvars"]\\nallow = [".env"]\\n\' > .ai-sandbox.toml',
         'printf \'block = ["*.tfvars"]\\nallow = ["secrets/"]\\n\' > .ai-sandbox.toml',
         'printf \'block = ["*.tfvars", "src/"]\\n\' > .ai-sandbox.toml',
-        "echo 'svc/app.py filter=git-crypt' >> .gitattributes",
+        # conf/, as the file it makes hidden and tracked: a directory holding one is not moved by plain mv (the gap)
+        "echo 'conf/a.txt filter=git-crypt' >> .gitattributes",
     ]
 )
 # `git rm --cached` of the blocked tracked file is left out: its file is then untracked and not ignored, and
@@ -245,20 +252,25 @@ class World:
     def _git(self, *args: str, cwd: Path | None = None) -> None:
         subprocess.run(["git", "-C", str(cwd or self.ws.repo), *args], env={**os.environ, **GIT_ENV}, check=True)
 
+    @staticmethod
+    def worktree(world: Path) -> Path:
+        """The linked worktree of a world: `wt`, or `wt2` once a session moved it."""
+        return world / "wt2" if (world / "wt2").is_dir() else world / "wt"
+
     def _env(self, world: Path, out: Path) -> dict[str, str]:
         return {**GIT_ENV, "OUT": str(out), "REPO": str(world / "repo"), "WT": str(world / "wt")}
 
     def session(self, actions: list[str], where: str = "") -> tuple[bool, list[bool]]:
         """One launch from where (the project, "lib" or "wt", the project when that one is gone): look for every
         secret, play the actions (each from the project's root), look again. (refused, each action's success)."""
-        places = f"{self.ws.repo} {self.wt} {self.ws.home} {self.out}"
+        places = f"{self.ws.repo} {self.wt} {self.wt}2 {self.ws.home} {self.out}"
         probe = "grep -rsaoh " + " ".join(f"-e {s}" for s in self.secrets) + f" {places}"
         script = [f"{probe}; echo @@start"]
         script += [f'( cd "$REPO" && {a} ) >/dev/null 2>&1; echo @@$?' for a in actions]
         script.append(f"{probe}; echo @@end")
         env = self._env(self.base, self.out)
         scope = self.scope(where)  # before the session: one of its actions may move the clone it was launched from
-        cwd = {"lib": self.ws.repo / "lib", "wt": self.wt}.get(where, self.ws.repo)
+        cwd = {"lib": self.ws.repo / "lib", "wt": self.worktree(self.base)}.get(where, self.ws.repo)
         res = self.ws.run("--", "sh", "-c", "\n".join(script), env=env, timeout=120, cwd=cwd if cwd.is_dir() else None)
         self.said = res.err
         PLAYED["launches"] += 1
@@ -302,6 +314,22 @@ class World:
                     check=False,
                     capture_output=True,
                 )
+
+    def hidden(self, where: str) -> list[str]:
+        """The paths in the project a launch from where hides (`explain --json`): what git inside cannot see."""
+        cwd = {"lib": self.ws.repo / "lib", "wt": self.worktree(self.base)}.get(where, self.ws.repo)
+        res = self.ws.run("explain", "--json", cwd=cwd if cwd.is_dir() else None)
+        assert res.rc == 0, res.err
+        masks = [m["path"] for m in json.loads(res.out)["hidden"]]
+        return [os.path.relpath(p, self.ws.repo) for p in masks if p.startswith(f"{self.ws.repo}/")]
+
+    @staticmethod
+    def unseen(actions: list[str], hidden: list[str]) -> list[str]:
+        """The actions as the control replays them: `git add -A` inside stages nothing under a hidden path (git
+        cannot see what is there: an untracked file in a directory blocked since is not added), so the control's
+        leaves those paths out too."""
+        excluded = "".join(f" ':(exclude,literal){p}'" for p in hidden)
+        return [a.replace("git add -A", f"git add -A -- .{excluded}") if a == "git add -A" else a for a in actions]
 
     def replay(self, actions: list[str]) -> None:
         """The same actions in the control world, without a sandbox, as the same identity."""
@@ -383,18 +411,19 @@ class Sessions(RuleBasedStateMachine):
     @precondition(lambda self: not self.refused)
     @rule(actions=SESSIONS, where=WHERE)
     def session(self, actions: list[str], where: str) -> None:
+        hidden = self.world.hidden(where) if "git add -A" in actions else []
         self.refused, ok = self.world.session(actions, where)
         if self.refused:
             return
         done = [a for a, good in zip(actions, ok, strict=True) if good]
-        self.world.replay(done)
+        self.world.replay(self.world.unseen(done, hidden))
         time.sleep(0.5 if self.backend == "firejail" else 0)  # firejail: the watcher's end of the session
         w = self.world
         w.users_word()
         w.users_mark()
-        mine = w.state(w.ws.repo, w.ws.home, w.out, w.wt)
+        mine = w.state(w.ws.repo, w.ws.home, w.out, w.worktree(w.base))
         c = w.control
-        theirs = w.state(c / "repo", c / "home", c / "out", c / "wt")
+        theirs = w.state(c / "repo", c / "home", c / "out", w.worktree(c))
         for key in mine:
             assert mine[key] == theirs[key], f"{key} differs from the control after {actions} (done: {done})"
 

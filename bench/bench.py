@@ -89,7 +89,7 @@ def main() -> int:
     log(f"fixtures ready in {t_build:.1f} s ({f'{built} built now' if built else 'all cached'})")
 
     if stale := stale_git_calls():
-        log(f"git.py no longer spells out {', '.join(stale)}: the reproduced git calls may be outdated")
+        log(f"git/ no longer spells out {', '.join(stale)}: the reproduced git calls may be outdated")
     if args.build_only:
         for name, info in infos.items():
             print(

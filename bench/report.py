@@ -113,7 +113,7 @@ def launches(
       "then its contents too); *scan*: the three `ls-files` started side by side, their pipes read as they fill, "
       "as `git.scan` does.")  # fmt: skip
     if stale:
-        p(f"\n**Outdated**: src/ai_sandbox/git.py no longer spells out {', '.join(stale)} as reproduced here.")
+        p(f"\n**Outdated**: src/ai_sandbox/git/ no longer spells out {', '.join(stale)} as reproduced here.")
 
     p("\nInside one launch (`launch.prepare()` of `ai-sandbox -- true` timed in-process, then the rest of `run()` "
       "up to the exec; median; *startup* is `python -c pass`, *imports* `import ai_sandbox.main, "

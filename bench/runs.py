@@ -42,7 +42,7 @@ from fixtures import HISTORY_COMMITS, Fixture, history_fixture, log
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AI_SANDBOX = os.path.join(REPO, ".venv", "bin", "ai-sandbox")
-# The calls ai-sandbox makes on every launch (git.py), reproduced for the breakdown: find_repo's
+# The calls ai-sandbox makes on every launch (git/), reproduced for the breakdown: find_repo's
 # rev-parse, then scan's three ls-files, which it starts side by side (SCAN_CALLS, timed that way too).
 GIT = [
     "git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "protocol.allow=never", "--no-optional-locks",
@@ -358,18 +358,21 @@ def measure_bwrap(row: Row, runs: int, env: dict[str, str]) -> None:
 
 
 def stale_git_calls() -> list[str]:
-    """The reproduced git calls that src/ai_sandbox/git.py no longer spells out (layout and comments ignored)."""
-    try:
-        with open(os.path.join(REPO, "src", "ai_sandbox", "git.py")) as f:
-            src = re.sub(r"\s", "", re.sub(r"#[^\n]*", "", f.read()))
-    except OSError:
-        return ["git.py"]
-    calls = {"git prefix": GIT[1:], **GIT_CALLS}  # git.py names git by its resolved path
+    """The reproduced git calls that src/ai_sandbox/git/ no longer spells out (layout and comments ignored)."""
+    text = ""
+    for name in ("run.py", "repo.py", "listing.py"):
+        try:
+            with open(os.path.join(REPO, "src", "ai_sandbox", "git", name)) as f:
+                text += f.read()
+        except OSError:
+            return [f"git/{name}"]
+    src = re.sub(r"\s", "", re.sub(r"#[^\n]*", "", text))
+    calls = {"git prefix": GIT[1:], **GIT_CALLS}  # git/run.py names git by its resolved path
     return [name for name, argv in calls.items() if ",".join(f'"{a}"' for a in argv) not in src]
 
 
 def _git_call(args: list[str], path: str) -> float:
-    """One git call as git.py makes it (output read through a pipe), in ms."""
+    """One git call as git/run.py makes it (output read through a pipe), in ms."""
     t = time.perf_counter()
     subprocess.run([*GIT, *args], cwd=path, capture_output=True, check=True)
     return (time.perf_counter() - t) * 1000
@@ -377,7 +380,7 @@ def _git_call(args: list[str], path: str) -> float:
 
 def _scan(path: str) -> float:
     """git.scan's git part: its three ls-files started side by side, their pipes read as they fill."""
-    from ai_sandbox.git import _drain  # the very reader the launch uses
+    from ai_sandbox.git.listing import _drain  # the very reader the launch uses
 
     t = time.perf_counter()
     procs = {

@@ -17,32 +17,32 @@ from ai_sandbox.layers import gitcrypt, unlisted
 
 def test_git_warnings_about_directories_name_them_and_anything_else_refuses():
     err = b"warning: could not open directory 'a b/c/': Permission denied\nwarning: could not open directory 'x/': No such file or directory\n"
-    assert git._unlisted(err, "/r") == [("a b/c", "Permission denied"), ("x", "No such file or directory")]
-    assert git._unlisted(b"", "/r") == []
+    assert git.listing._unlisted(err, "/r") == [("a b/c", "Permission denied"), ("x", "No such file or directory")]
+    assert git.listing._unlisted(b"", "/r") == []
     with pytest.raises(PolicyError) as e:
-        git._unlisted(b"warning: unable to access 'd/.gitignore': Permission denied\n", "/r")
+        git.listing._unlisted(b"warning: unable to access 'd/.gitignore': Permission denied\n", "/r")
     assert "unexpected message" in str(e.value) and "d/.gitignore" in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(PolicyError):  # a name with a newline cannot be read back: refuse, never guess
-        git._unlisted(b"warning: could not open directory 'a\nb/': Permission denied\n", "/r")
+        git.listing._unlisted(b"warning: could not open directory 'a\nb/': Permission denied\n", "/r")
 
 
 def test_config_names_the_attributes_file_and_a_git_crypt_filter(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
-    assert git._read_config(b"", "/r") == (f"{tmp_path}/.config/git/attributes", "", False)
+    assert git.listing._read_config(b"", "/r") == (f"{tmp_path}/.config/git/attributes", "", False)
     out = b'core.attributesfile\n~/a\0filter.git-crypt.smudge\n"git-crypt" smudge\0filter.lfs.clean\nx\0'
-    assert git._read_config(out, "/r") == (f"{tmp_path}/a", "filter.git-crypt.smudge", False)
+    assert git.listing._read_config(out, "/r") == (f"{tmp_path}/a", "filter.git-crypt.smudge", False)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "x"))
-    assert git._read_config(b"core.attributesfile\nrel\0", "/r") == ("/r/rel", "", False)
-    assert git._read_config(b"", "/r")[0] == f"{tmp_path}/x/git/attributes"
+    assert git.listing._read_config(b"core.attributesfile\nrel\0", "/r") == ("/r/rel", "", False)
+    assert git.listing._read_config(b"", "/r")[0] == f"{tmp_path}/x/git/attributes"
 
 
 def test_config_says_when_sparse_checkout_would_clear_the_marks():
     sparse = b"core.sparsecheckout\ntrue\0"
-    assert git._read_config(sparse, "/r")[2] is True
-    assert git._read_config(b"core.sparsecheckout\0", "/r")[2] is True  # a key without value is true
-    assert git._read_config(sparse + b"sparse.expectfilesoutsideofpatterns\nyes\0", "/r")[2] is False
-    assert git._read_config(b"core.sparsecheckout\nfalse\0", "/r")[2] is False
+    assert git.listing._read_config(sparse, "/r")[2] is True
+    assert git.listing._read_config(b"core.sparsecheckout\0", "/r")[2] is True  # a key without value is true
+    assert git.listing._read_config(sparse + b"sparse.expectfilesoutsideofpatterns\nyes\0", "/r")[2] is False
+    assert git.listing._read_config(b"core.sparsecheckout\nfalse\0", "/r")[2] is False
 
 
 def test_config_is_asked_only_when_a_config_file_could_matter(tmp_path, monkeypatch):
@@ -50,20 +50,20 @@ def test_config_is_asked_only_when_a_config_file_could_matter(tmp_path, monkeypa
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
     for k in [k for k in os.environ if k.startswith("GIT_CONFIG")]:
         monkeypatch.delenv(k)
-    monkeypatch.setattr(git, "_git_prefix", lambda: str(tmp_path / "prefix"))
+    monkeypatch.setattr(git.listing, "_git_prefix", lambda: str(tmp_path / "prefix"))
     common = tmp_path / "repo.git"
     common.mkdir()
     (common / "config").write_text("[core]\n\tbare = false\n")
     repo = Repo(root=str(tmp_path), common_dir=str(common))
-    if git._config_may_matter(repo):
+    if git.listing._config_may_matter(repo):
         pytest.skip("this machine's /etc/gitconfig mentions attributes or includes")
     (tmp_path / ".gitconfig").write_text("[Core]\n\tAttributesFile = ~/x\n")
-    assert git._config_may_matter(repo)
+    assert git.listing._config_may_matter(repo)
     (tmp_path / ".gitconfig").write_text("[include]\n\tpath = other\n")
-    assert git._config_may_matter(repo)
+    assert git.listing._config_may_matter(repo)
     (tmp_path / ".gitconfig").unlink()
     monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
-    assert git._config_may_matter(repo)
+    assert git.listing._config_may_matter(repo)
 
 
 def _git(cwd, *args):
@@ -170,8 +170,8 @@ def _crypt_scan(tmp_path, monkeypatch):
     (root / ".git" / "info").mkdir(parents=True)
     scan = Scan(Repo(root=str(root), common_dir=str(root / ".git")))
     scan.attributes_file = str(tmp_path / "user-attributes")
-    monkeypatch.setattr(git, "_SYSTEM_ATTRIBUTES", str(tmp_path / "system-attributes"))
-    monkeypatch.setattr(git, "_git_prefix", lambda: "/usr")
+    monkeypatch.setattr(git.listing, "_SYSTEM_ATTRIBUTES", str(tmp_path / "system-attributes"))
+    monkeypatch.setattr(git.listing, "_git_prefix", lambda: "/usr")
     return root, scan, unlisted.Walk(str(root))
 
 

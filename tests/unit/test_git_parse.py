@@ -1,4 +1,4 @@
-"""git.py's reading of git's output, from bytes written here (and once from a real `git ls-files`): NUL-separated
+"""git/'s reading of git's output, from bytes written here (and once from a real `git ls-files`): NUL-separated
 listings, collapsed ignored directories, warnings, config records, the raw index of `ls-files --stage -t`,
 rev-parse answers and check-ignore/check-attr records. Names with newlines, tabs and non-UTF-8 bytes included.
 (tests/unit/test_git_listing.py and test_skipworktree.py cover the first cases of warnings, config and index.)"""
@@ -33,14 +33,14 @@ def _scan(index: bytes) -> Scan:
 
 def test_a_listing_splits_on_nul_only_and_keeps_every_byte_of_a_name():
     out = b"a\nb\0tab\there\0caf\xe9/\0 lead and trail \0\0"
-    names = git._split_z(out)
+    names = git.run._split_z(out)
     assert names == ["a\nb", "tab\there", "caf\udce9/", " lead and trail "]
     assert [os.fsencode(n) for n in names] == [b"a\nb", b"tab\there", b"caf\xe9/", b" lead and trail "]
-    assert git._split_z(b"") == [] and git._split_z(b"\0") == []
+    assert git.run._split_z(b"") == [] and git.run._split_z(b"\0") == []
 
 
 def test_a_multibyte_name_is_decoded_whole():
-    assert git._split_z("é\0日本/\0".encode()) == ["é", "日本/"]
+    assert git.run._split_z("é\0日本/\0".encode()) == ["é", "日本/"]
 
 
 # --- _collapse: a directory git lists whole, then its contents -----------------------------------------------
@@ -48,12 +48,12 @@ def test_a_multibyte_name_is_decoded_whole():
 
 def test_collapse_keeps_a_directory_and_drops_what_git_listed_inside_it():
     listed = ["build/", "build/a.o", "build/sub/", "build/sub/b.o", ".env", "logs/x.log"]
-    assert git._collapse(listed) == [(".env", False), ("build", True), ("logs/x.log", False)]
+    assert git.listing._collapse(listed) == [(".env", False), ("build", True), ("logs/x.log", False)]
 
 
 def test_collapse_does_not_swallow_a_sibling_that_shares_a_prefix():
     listed = ["out/", "out/x", "out.txt", "outer/", "outer/y", "out-b", "out0"]
-    assert git._collapse(listed) == [
+    assert git.listing._collapse(listed) == [
         ("out-b", False),
         ("out.txt", False),
         ("out", True),
@@ -64,7 +64,7 @@ def test_collapse_does_not_swallow_a_sibling_that_shares_a_prefix():
 
 def test_collapse_resets_after_a_file_and_keeps_odd_names():
     listed = ["a/", "a/x", "b", "b/x", "n\nl/", "n\nl/f", "caf\udce9", "c\td/"]
-    assert git._collapse(listed) == [
+    assert git.listing._collapse(listed) == [
         ("a", True),
         ("b", False),
         ("b/x", False),  # b is a file entry: nothing below it is dropped
@@ -72,7 +72,7 @@ def test_collapse_resets_after_a_file_and_keeps_odd_names():
         ("caf\udce9", False),
         ("n\nl", True),
     ]
-    assert git._collapse([]) == []
+    assert git.listing._collapse([]) == []
 
 
 # --- _unlisted: directories git could not open, and anything else -----------------------------------------
@@ -80,12 +80,12 @@ def test_collapse_resets_after_a_file_and_keeps_odd_names():
 
 def test_a_quote_colon_inside_a_directory_name_stays_in_the_name():
     err = b"warning: could not open directory 'a/': b/': Permission denied\n\n   \n"
-    assert git._unlisted(err, ROOT) == [("a/': b", "Permission denied")]
+    assert git.listing._unlisted(err, ROOT) == [("a/': b", "Permission denied")]
 
 
 def test_a_non_utf8_directory_name_is_kept_as_bytes_decode():
     err = b"warning: could not open directory 'caf\xe9/': Permission denied\n"
-    assert git._unlisted(err, ROOT) == [("caf\udce9", "Permission denied")]
+    assert git.listing._unlisted(err, ROOT) == [("caf\udce9", "Permission denied")]
 
 
 @pytest.mark.parametrize(
@@ -101,7 +101,7 @@ def test_a_non_utf8_directory_name_is_kept_as_bytes_decode():
 )
 def test_an_unexpected_message_refuses_naming_the_root(line):
     with pytest.raises(PolicyError) as e:
-        git._unlisted(line + b"\n", "/some/root")
+        git.listing._unlisted(line + b"\n", "/some/root")
     assert "unexpected message in /some/root" in e.value.message and e.value.hint
 
 
@@ -110,26 +110,28 @@ def test_an_unexpected_message_refuses_naming_the_root(line):
 
 def test_the_last_value_of_a_key_wins_and_booleans_read_as_git_does(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    sparse = git._read_config(b"core.sparsecheckout\ntrue\0core.sparsecheckout\nfalse\0", ROOT)
+    sparse = git.listing._read_config(b"core.sparsecheckout\ntrue\0core.sparsecheckout\nfalse\0", ROOT)
     assert sparse == (f"{tmp_path}/git/attributes", "", False)
     for word in (b"yes", b"on", b"1", b"TRUE", b" true "):
-        assert git._read_config(b"core.sparsecheckout\n" + word + b"\0", ROOT)[2] is True, word
+        assert git.listing._read_config(b"core.sparsecheckout\n" + word + b"\0", ROOT)[2] is True, word
     for word in (b"no", b"off", b"0", b""):
-        assert git._read_config(b"core.sparsecheckout\n" + word + b"\0", ROOT)[2] is False, word
+        assert git.listing._read_config(b"core.sparsecheckout\n" + word + b"\0", ROOT)[2] is False, word
     expect = b"core.sparsecheckout\ntrue\0sparse.expectfilesoutsideofpatterns\0"  # no value: true
-    assert git._read_config(expect, ROOT)[2] is False
+    assert git.listing._read_config(expect, ROOT)[2] is False
 
 
 def test_config_paths_and_the_git_crypt_key(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    assert git._read_config(b"core.attributesfile\n/etc/attrs\0", ROOT)[0] == "/etc/attrs"
-    assert git._read_config(b"core.attributesfile\n\0", ROOT)[0] == f"{tmp_path}/git/attributes"  # empty: default
-    assert git._read_config(b"attr.tree\nHEAD\0", ROOT)[1] == "attr.tree"
+    assert git.listing._read_config(b"core.attributesfile\n/etc/attrs\0", ROOT)[0] == "/etc/attrs"
+    assert (
+        git.listing._read_config(b"core.attributesfile\n\0", ROOT)[0] == f"{tmp_path}/git/attributes"
+    )  # empty: default
+    assert git.listing._read_config(b"attr.tree\nHEAD\0", ROOT)[1] == "attr.tree"
     both = b"filter.a.clean\ngit-crypt clean\0filter.b.smudge\n/usr/bin/git-crypt smudge\0"
-    assert git._read_config(both, ROOT)[1] == "filter.b.smudge"  # the last one named
-    assert git._read_config(b"filter.lfs.clean\ngit-lfs clean -- %f\0", ROOT)[1] == ""
+    assert git.listing._read_config(both, ROOT)[1] == "filter.b.smudge"  # the last one named
+    assert git.listing._read_config(b"filter.lfs.clean\ngit-lfs clean -- %f\0", ROOT)[1] == ""
     newline = b"core.attributesfile\nwith\nnewline\0"  # the value is everything after the first newline
-    assert git._read_config(newline, ROOT)[0] == "/r/with\nnewline"
+    assert git.listing._read_config(newline, ROOT)[0] == "/r/with\nnewline"
 
 
 # --- the index: `ls-files -z --stage -t` --------------------------------------------------------------------------
@@ -206,19 +208,19 @@ def test_the_index_git_really_writes_decodes_as_expected(tmp_path):
 def test_rev_parse_names_the_root_and_the_common_dir(tmp_path):
     sub = tmp_path / "a"
     sub.mkdir()
-    repo = git._repo_of(str(sub), f"{tmp_path}\n../.git\n".encode())
+    repo = git.repo._repo_of(str(sub), f"{tmp_path}\n../.git\n".encode())
     assert repo == Repo(root=str(tmp_path), common_dir=f"{tmp_path}/.git")
-    assert git._repo_of(str(sub), f"{tmp_path}\n/elsewhere/x.git\n".encode()).common_dir == "/elsewhere/x.git"
+    assert git.repo._repo_of(str(sub), f"{tmp_path}\n/elsewhere/x.git\n".encode()).common_dir == "/elsewhere/x.git"
 
 
 def test_rev_parse_with_a_newline_or_a_root_not_above_refuses(tmp_path):
     with pytest.raises(PolicyError, match="newline"):
-        git._repo_of(str(tmp_path), f"{tmp_path}/new\nline\n.git\n".encode())
+        git.repo._repo_of(str(tmp_path), f"{tmp_path}/new\nline\n.git\n".encode())
     with pytest.raises(PolicyError, match="does not contain it"):
-        git._repo_of(str(tmp_path), b"/nowhere/else\n.git\n")
-    assert git._answer(str(tmp_path), b"a\nb\nc\nd\n") == tuple(f"{tmp_path}/{x}" for x in "abcd")
+        git.repo._repo_of(str(tmp_path), b"/nowhere/else\n.git\n")
+    assert git.repo._answer(str(tmp_path), b"a\nb\nc\nd\n") == tuple(f"{tmp_path}/{x}" for x in "abcd")
     with pytest.raises(PolicyError, match="newline"):
-        git._answer(str(tmp_path), b"a\nb\nc\nd\ne\n")
+        git.repo._answer(str(tmp_path), b"a\nb\nc\nd\ne\n")
 
 
 # --- check-ignore, check-attr and ls-files -s records (git's process replaced) -------------------------------------
@@ -235,7 +237,8 @@ def answers(monkeypatch):
         rc, out, err = table[args[0]]
         return subprocess.CompletedProcess(args, rc, out, err)
 
-    monkeypatch.setattr(git, "_run", run)
+    for module in (git.run, git.listing, git.repo):  # each calls the _run it imported
+        monkeypatch.setattr(module, "_run", run)
     return table, calls
 
 

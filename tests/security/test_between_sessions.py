@@ -782,3 +782,75 @@ def test_what_a_worktrees_session_checks_out_into_the_main_checkouts_hidden_dire
         _control(ws, control, cmd)
     assert _state(ws, ws.repo) == _state(ws, control)
     assert secret not in res.out + res.err
+
+
+# --- the eighth red team: a clone carried out of the project, a `.git` rewritten, a mark whose object changed -------
+
+
+@pytest.mark.parametrize("where", ["far", "beside"])
+def test_a_nested_clone_the_session_carries_out_of_the_project_keeps_what_was_hidden_in_it(ws, firejail, where):
+    """N1: the project's launch hid the nested clone's `.env` (the clone's own rules); the session emptied its
+    .gitignore and moved the clone out of the project. Its first launch at the new place consulted no record: the
+    project's overlaps nothing there. A root never launched before now looks, in every record, for directories
+    moved into its trees."""
+    secret = token("CARRIEDSECRET")
+    lib = ws.repo / "lib"
+    _repo(ws, lib)
+    (lib / ".gitignore").write_text(".env\n")
+    (lib / ".env").write_text(secret + "\n")
+    dest = ws.base / "elsewhere" / "lib2" if where == "far" else ws.base / "lib2"
+    _session(ws, f"cat lib/.env; echo '# nothing' > lib/.gitignore && mkdir -p {dest.parent} && mv lib {dest}")
+    assert (dest / ".env").read_text() == secret + "\n"
+    line = _refused(_show(ws.run("--", "sh", "-c", "echo @@read; cat .env; true", cwd=dest)), secret)
+    assert f"{lib}/.env" in line
+
+
+@pytest.mark.parametrize("where", ["root", "nested"])
+def test_a_git_file_the_session_points_at_another_repository_never_gets_its_marks_cleared(ws, firejail, where):
+    """K1: the session moved the work tree's .git aside and wrote a `.git` file naming another repository's git
+    directory, whose user had marked a file of the same name. Old code, checking only that the work tree was the
+    same directory, cleared that repository's mark and forgot its own. The end of the session now asks git only
+    when the work tree's git directory is the one its marks were set in, and says so otherwise."""
+    secret = token("TFSECRET")
+    tree = ws.repo / "lib" if where == "nested" else ws.repo
+    if where == "nested":
+        _repo(ws, tree)
+    _conf_repo(ws, tree, secret)
+    (ws.repo / ".ai-sandbox.toml").write_text('block = ["*.tfvars"]\n')
+    victim = ws.base / "victim"
+    _repo(ws, victim)
+    (victim / "conf").mkdir()
+    (victim / "conf" / "prod.tfvars").write_text("victim's own\n")
+    ws.git("add", "conf", cwd=victim)
+    ws.git("commit", "-qm", "v", cwd=victim)
+    ws.git("update-index", "--skip-worktree", "conf/prod.tfvars", cwd=victim)
+    res = _session(ws, f"cd {tree} && git ls-files -t && mv .git .git.real && echo 'gitdir: {victim}/.git' > .git")
+    assert "S conf/prod.tfvars" in res.out  # marked for the session
+    time.sleep(0.5)
+    assert "S conf/prod.tfvars" in _marks(ws, victim)  # another repository's mark is never touched
+    assert "git directory" in res.err and "conf/prod.tfvars" in res.err  # and the kept mark is named
+    (tree / ".git").unlink()
+    (tree / ".git.real").rename(tree / ".git")  # the user puts it back: the next launch clears the mark
+    _show(ws.run("--", "true"))
+    time.sleep(0.5)
+    assert "H conf/prod.tfvars" in _marks(ws, tree)
+
+
+def test_a_mark_whose_object_a_reset_changed_is_cleared_where_git_carried_it(ws, firejail):
+    """M1: `git reset feat -- conf/prod.tfvars` gave the marked entry another object (git keeps the bit), then `git
+    mv conf conf2` carried it: found neither by path nor by object, the mark was dropped from the journal and stayed
+    on conf2/prod.tfvars for good. A mark of ai-sandbox's that went missing now takes every entry newly marked during
+    the session (said when they are not all its own)."""
+    secret = token("TFSECRET")
+    _conf_repo(ws, ws.repo, secret)
+    ws.git("checkout", "-qb", "feat")
+    (ws.repo / "conf" / "prod.tfvars").write_text(secret + "-FEAT\n")
+    ws.git("commit", "-qam", "feat")
+    ws.git("checkout", "-q", "main")
+    control = _copy(ws)
+    script = "git reset -q feat -- conf/prod.tfvars && git mv conf conf2"
+    _session(ws, script)
+    _control(ws, control, script)
+    time.sleep(0.5)
+    assert "H conf2/prod.tfvars" in _marks(ws, ws.repo)
+    assert _marks(ws, ws.repo) == _marks(ws, control)

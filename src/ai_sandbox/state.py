@@ -289,11 +289,18 @@ def _last_root(cwds: dict[str, str], cwd: str) -> str | None:
 
 
 def _related(
-    index: _Index, root: str, root_id: bytes, cwd: str, first: bool, checkouts: tuple[str, ...] = ()
+    index: _Index,
+    root: str,
+    root_id: bytes,
+    cwd: str,
+    first: bool,
+    checkouts: tuple[str, ...] = (),
+    anywhere: bool = True,
 ) -> dict[str, tuple[str, ...]]:
     """Other roots whose records apply to this launch (see the module docstring): root -> () when all of its
     record applies, or the trees its paths must be inside (this root and the checkouts it covers). A record holds
-    paths of its root's tree and of the checkouts it covered: it applies wherever those overlap this launch's."""
+    paths of its root's tree and of the checkouts it covered: it applies wherever those overlap this launch's; at
+    a root never launched before (and anywhere), every record applies to what lies, or moved, into its trees."""
     mine = (root, *checkouts)
     out: dict[str, tuple[str, ...]] = {}
     for r, rid in index.roots.items():
@@ -301,7 +308,11 @@ def _related(
             continue
         if first and (inside(r, root) or inside(root, r) or (rid == root_id and rid != _NONE)):
             out[r] = ()
-        elif any(inside(a, b) or inside(b, a) for a in mine for b in (r, *index.covers.get(r, ()))):
+        elif (first and anywhere) or any(
+            inside(a, b) or inside(b, a) for a in mine for b in (r, *index.covers.get(r, ()))
+        ):
+            # at a root never launched before, any record may hold a directory moved here since (a nested clone or
+            # a worktree carried out of the project, then detached: red team): what lies in these trees, or moved
             out[r] = mine
     last = _last_root(index.cwds, cwd)
     if last is not None and last != root:
@@ -635,7 +646,7 @@ def forget(env: Mapping[str, str], root: str, cwd: str = "", readable: Iterable[
     ids: dict[str, bytes] = {}
     known = _load_index(index)
     before, gbefore = _read(path), _read(gpath)
-    n = (before is not None) + len(_related(known, root, _dir_id(root, ids), cwd, before is None))
+    n = (before is not None) + len(_related(known, root, _dir_id(root, ids), cwd, before is None, anywhere=False))
     n += gbefore not in (None, MAGIC)
     write_atomic(path, MAGIC)
     write_atomic(gpath, MAGIC)

@@ -297,10 +297,16 @@ def test_which_other_roots_apply():
     index = state._Index(roots, {}, {"/w": {"/a/b/c"}})
     # the first launch at /a/b: the whole records of the roots above and below it, and of one that is this
     # directory by inode; and what a root whose launches covered a checkout inside it hid in it
-    assert state._related(index, "/a/b", b"1:4", "/a/b", True) == {
+    assert state._related(index, "/a/b", b"1:4", "/a/b", True, anywhere=False) == {
         "/a": (), "/a/b/c": (), "/x": (), "/w": ("/a/b",)
     }  # fmt: skip
-    assert state._related(index, "/a", b"-", "/a", True) == {"/a/b/c": (), "/a/b": (), "/w": ("/a",)}  # "-": no inode
+    # and every other record, for what moved into this root since (a clone carried out of its project)
+    assert state._related(index, "/a/b", b"1:4", "/a/b", True)["/ab"] == ("/a/b",)
+    assert state._related(index, "/a", b"-", "/a", True, anywhere=False) == {
+        "/a/b/c": (),
+        "/a/b": (),
+        "/w": ("/a",),
+    }  # fmt: skip  ("-": no inode)
     # a known root: what every root whose trees overlap its own hid in them, and the root the last launch from
     # here used, whole
     index.cwds = {"/a/b": "/a"}

@@ -128,11 +128,11 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
         doc = _load(path)
         live = _live_sessions(doc)
         owned, theirs = _entries(doc, "owned"), _entries(doc, "theirs")
-        ids = _ids(doc)
+        ids, gitdirs = _ids(doc), _ids(doc, "gitdirs")
         keep = _needed(live)
         for tree, paths in needs.items():
             keep.setdefault(tree, set()).update(paths)
-        ours = _clear_unneeded(env, owned, theirs, keep, ids=ids)
+        ours = _clear_unneeded(env, owned, theirs, keep, ids=ids, gitdirs=gitdirs)
         # what git listed as flagged and ai-sandbox did not set (nor found moved) is the user's
         for tree, entries in marks.marked.items():
             theirs[tree] = {p: blob for p, blob in entries.items() if p not in ours.get(tree, set())}
@@ -150,15 +150,16 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
             owned.setdefault(tree, {}).update({p: blobs.get(p, "") for p in paths})
         for tree in owned:
             ids.setdefault(tree, _tree_id(tree))  # which directory the marks are in: a path can be replaced
+            gitdirs.setdefault(tree, _gitdir_id(tree))  # and which index: a `.git` file can name another
         if needs:
             live[str(os.getpid())] = {"start": _start_time(os.getpid()), "needs": needs}
-        _save(path, owned, theirs, live, ids)
+        _save(path, owned, theirs, live, ids, gitdirs)
         try:
             for tree, paths in todo.items():
                 _update_index(env, tree, "--skip-worktree", paths, _LOCK_WAIT)
         except PolicyError:  # no session runs: what was set stays recorded, for the next launch to clear
             live.pop(str(os.getpid()), None)
-            _save(path, owned, theirs, live, ids)
+            _save(path, owned, theirs, live, ids, gitdirs)
             raise
 
 
@@ -198,6 +199,15 @@ def _same(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
+def _gitdir_id(tree: str) -> str:
+    """ "DEV:INO" of the git directory the work tree's `.git` names now; "" when there is none."""
+    try:
+        st = os.stat(git.git_dir_of(tree))
+    except OSError:
+        return ""
+    return f"{st.st_dev}:{st.st_ino}" if stat.S_ISDIR(st.st_mode) else ""
+
+
 def _tree_id(tree: str) -> str:
     """ "DEV:INO" of the work tree's directory itself (a link is not followed); "" when there is none."""
     try:
@@ -217,13 +227,15 @@ def release(env: Mapping[str, str], root: str, pid: int, held: Held | None = Non
         live = _live_sessions(doc)
         live.pop(str(pid), None)
         owned, theirs = _entries(doc, "owned"), _entries(doc, "theirs")
-        ids = _ids(doc)
+        ids, gitdirs = _ids(doc), _ids(doc, "gitdirs")
         cleared = Cleared()
         try:
             moved = held.now() if held else {}
-            _clear_unneeded(env, owned, theirs, _needed(live), wait=10.0, moved=moved, out=cleared, ids=ids)
+            _clear_unneeded(
+                env, owned, theirs, _needed(live), wait=10.0, moved=moved, out=cleared, ids=ids, gitdirs=gitdirs
+            )
         finally:
-            _save(path, owned, theirs, live, ids)
+            _save(path, owned, theirs, live, ids, gitdirs)
             cleared.say()
 
 
@@ -273,15 +285,18 @@ def _clear_unneeded(
     moved: Mapping[str, str] | None = None,
     out: Cleared | None = None,
     ids: dict[str, str] | None = None,
+    gitdirs: dict[str, str] | None = None,
 ) -> dict[str, set[str]]:
     """Clear the marks ai-sandbox set that no live session needs, wherever git carried them. owned and theirs
     (tree -> path -> object id) are updated: a mark found moved is followed to its new path. moved: where a work
     tree the session renamed is now (Held.now). out: what could not be done cleanly (release says it). ids: the
     directory each tree was when its marks were set: one no longer there is never asked by path (an empty
-    directory put in its place lists nothing, a link leads to another repository: red team). Returns every path
-    that held a mark of ai-sandbox's, before or after the move."""
+    directory put in its place lists nothing, a link leads to another repository: red team); gitdirs: the git
+    directory whose index they are in: a `.git` file naming another repository's is never asked either (red
+    team). Returns every path that held a mark of ai-sandbox's, before or after the move."""
     ours = {tree: set(paths) for tree, paths in owned.items()}
     ids = {} if ids is None else ids
+    gitdirs = {} if gitdirs is None else gitdirs
     for tree in list(owned):
         where = (moved or {}).get(tree)
         if where is None:
@@ -289,6 +304,10 @@ def _clear_unneeded(
             where = tree if here and ids.get(tree, here) == here else None
         if where is None:
             continue  # moved away, or replaced, during a session not held here: kept, cleared once it is back
+        if gitdirs.get(tree, "") not in ("", _gitdir_id(where)):
+            if out is not None:
+                out.kept[where] = (sorted(owned[tree]), "its .git does not name the git directory they were set in")
+            continue  # kept, cleared once the .git is back
         now = _flagged_now(where)
         doubtful = _follow(owned[tree], theirs.setdefault(tree, {}), now)
         ours[tree].update(owned[tree])
@@ -317,6 +336,7 @@ def _clear_unneeded(
             theirs.pop(tree, None)
         if tree not in owned:
             ids.pop(tree, None)
+            gitdirs.pop(tree, None)
     return ours
 
 
@@ -324,8 +344,9 @@ def _follow(owned: dict[str, str], theirs: dict[str, str], now: dict[str, str]) 
     """Move each mark that left its path to the flagged entries that hold its object now (git mv carried it). Ours
     first: a mark of ai-sandbox's takes every new flagged entry holding its object, so it can never stay on the
     hidden file because a session made another entry look like it, or like one of the user's (red team); the
-    user's own marks follow to what is left. Returns the entries taken where there were more of them than marks
-    of ours left with that object: which of them held our mark cannot be told (all are cleared, and said)."""
+    user's own marks follow to what is left, and where a mark of ours is found nowhere by its object, every entry
+    newly marked is taken. Returns the entries taken where there were more of them than marks of ours to find:
+    which of them held our mark cannot be told (all are cleared, and said)."""
     new = {p: blob for p, blob in now.items() if p not in owned and p not in theirs}
     lost: dict[str, int] = {}
     for old, blob in list(owned.items()):
@@ -348,6 +369,13 @@ def _follow(owned: dict[str, str], theirs: dict[str, str], now: dict[str, str]) 
         if moved is not None:
             theirs[moved] = blob
             del new[moved]
+    # a mark of ours found nowhere by its object: the entry's object changed before git carried it (`git reset REV
+    # -- PATH`, then `git mv`: red team); every entry newly marked during the session may be it, and is taken
+    unfound = sum(lost.values()) - sum(1 for blob in owned.values() if blob in lost)
+    if unfound > 0 and new:
+        owned.update(new)
+        if len(new) > unfound:
+            doubtful += list(new)
     return doubtful
 
 
@@ -469,9 +497,10 @@ def _entries(doc: dict[str, Any], key: str) -> dict[str, dict[str, str]]:
     return {t: dict(p) if isinstance(p, dict) else dict.fromkeys(p, "") for t, p in doc.get(key, {}).items()}
 
 
-def _ids(doc: dict[str, Any]) -> dict[str, str]:
-    """tree -> "DEV:INO" of its directory when its marks were set (journals before these had none)."""
-    ids = doc.get("trees", {})
+def _ids(doc: dict[str, Any], key: str = "trees") -> dict[str, str]:
+    """tree -> "DEV:INO" of its directory ("trees") or of its git directory ("gitdirs") when its marks were set
+    (journals before these had none)."""
+    ids = doc.get(key, {})
     return {t: i for t, i in ids.items() if isinstance(t, str) and isinstance(i, str)} if isinstance(ids, dict) else {}
 
 
@@ -481,6 +510,7 @@ def _save(
     theirs: dict[str, dict[str, str]],
     live: dict[str, dict[str, Any]],
     ids: dict[str, str] | None = None,
+    gitdirs: dict[str, str] | None = None,
 ) -> None:
     if not owned and not live:
         with contextlib.suppress(FileNotFoundError):
@@ -491,5 +521,6 @@ def _save(
         "theirs": {t: dict(sorted(p.items())) for t, p in theirs.items() if p},
         "sessions": live,
         "trees": {t: i for t, i in (ids or {}).items() if t in owned and i},
+        "gitdirs": {t: i for t, i in (gitdirs or {}).items() if t in owned and i},
     }
     write_atomic(path, json.dumps(doc).encode())

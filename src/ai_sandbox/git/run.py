@@ -149,9 +149,10 @@ def git_dir_of(root: str) -> str:
     dotgit = os.path.join(root, ".git")
     if os.path.isdir(dotgit) and not os.path.islink(dotgit):
         return os.path.realpath(dotgit)
+    from ai_sandbox.verify import read_regular
+
     try:
-        with open(dotgit, "rb") as f:
-            head = f.read(4096)
+        head = read_regular(dotgit, 4096)  # never a FIFO a session put there, nor through a link
     except OSError:
         return ""
     if not head.startswith(b"gitdir: "):

@@ -208,6 +208,7 @@ def _done(con: Console) -> None:
         sys.stdout.write("".join(line.rstrip() + "\n" for line in con.file.getvalue().splitlines()))
 
 
+# explain's section per layer, in the order of policy.Layer (tests/unit/test_pure_commands.py: one for each)
 LAYER_TITLES = {
     "global": "global: your config.toml",
     "ignored": "ignored: git-ignored paths",

@@ -115,7 +115,8 @@ class _Fake:
 @pytest.fixture
 def fakes(monkeypatch):
     """Backends whose probe answers as told and is counted: auto's choice and its cache, alone."""
-    state: dict[str, str | None] = {"firejail": "does not sandbox here", "bwrap": None}
+    state: dict[str, str | None] = dict.fromkeys(choose.ORDER)  # every Linux backend sandboxes, but:
+    state["firejail"] = "does not sandbox here"
     log: list[str] = []
     monkeypatch.setattr(choose, "make", lambda n, settings: _Fake(n, state[n], log, state.get(f"{n}-cheap")))
     monkeypatch.setattr(choose, "_inside", lambda: None)  # the suite may itself run in a sandbox

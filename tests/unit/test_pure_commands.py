@@ -113,3 +113,11 @@ def test_tracked_files_under_a_mask():
     assert audit._tracked_under(tracked, "/p/conf", True) == ["/p/conf/x", "/p/conf/y"]
     assert audit._tracked_under(tracked, "/p/conf", False) == []
     assert audit._tracked_under(tracked, "/p/a", False) == ["/p/a"]
+
+
+def test_explain_has_a_section_for_every_layer():
+    """A new policy.Layer must get explain's section title, or its masks would not be listed at all."""
+    from ai_sandbox import report
+    from ai_sandbox.policy import LAYERS
+
+    assert list(report.LAYER_TITLES) == [str(layer) for layer in LAYERS]

@@ -87,6 +87,8 @@ CROSS_ACTIONS = st.sampled_from(
         "git worktree move $WT ${WT}2",
         "python3 $OUT/../fsop.py mv $REPO/lib $REPO/lib2 && mkdir $REPO/lib",
         "git update-index --no-skip-worktree aaa.txt",
+        # the eighth's: the clone carried out of the project (a launch "from the clone" then starts there)
+        "python3 $OUT/../fsop.py mv $REPO/lib $OUT/lib3",
     ]
 )
 FS_ACTIONS = st.one_of(
@@ -245,12 +247,18 @@ class World:
         or its worktree hides every checkout's and the nested clone's, a launch from the clone the clone's only
         (what lies outside a project is not its to hide, unless an earlier launch hid it: the record then refuses,
         which ends the sequence) — and the global block."""
-        if where != "lib" or not (self.ws.repo / "lib").is_dir():
+        if where != "lib" or not (self.clone(self.base) / ".git").exists():
             return self.secrets
         return [self.named[n] for n in ("LIBTF", "LIBENV", "AWS")]
 
     def _git(self, *args: str, cwd: Path | None = None) -> None:
         subprocess.run(["git", "-C", str(cwd or self.ws.repo), *args], env={**os.environ, **GIT_ENV}, check=True)
+
+    @staticmethod
+    def clone(world: Path) -> Path:
+        """The nested clone of a world: `repo/lib`, or where a session moved it (`repo/lib2`, `out/lib3`)."""
+        places = [world / "repo" / "lib", world / "repo" / "lib2", world / "out" / "lib3"]
+        return next((p for p in places if (p / ".git").exists()), places[0])
 
     @staticmethod
     def worktree(world: Path) -> Path:
@@ -270,7 +278,7 @@ class World:
         script.append(f"{probe}; echo @@end")
         env = self._env(self.base, self.out)
         scope = self.scope(where)  # before the session: one of its actions may move the clone it was launched from
-        cwd = {"lib": self.ws.repo / "lib", "wt": self.worktree(self.base)}.get(where, self.ws.repo)
+        cwd = {"lib": self.clone(self.base), "wt": self.worktree(self.base)}.get(where, self.ws.repo)
         res = self.ws.run("--", "sh", "-c", "\n".join(script), env=env, timeout=120, cwd=cwd if cwd.is_dir() else None)
         self.said = res.err
         PLAYED["launches"] += 1
@@ -317,7 +325,7 @@ class World:
 
     def hidden(self, where: str) -> list[str]:
         """The paths in the project a launch from where hides (`explain --json`): what git inside cannot see."""
-        cwd = {"lib": self.ws.repo / "lib", "wt": self.worktree(self.base)}.get(where, self.ws.repo)
+        cwd = {"lib": self.clone(self.base), "wt": self.worktree(self.base)}.get(where, self.ws.repo)
         res = self.ws.run("explain", "--json", cwd=cwd if cwd.is_dir() else None)
         assert res.rc == 0, res.err
         masks = [m["path"] for m in json.loads(res.out)["hidden"]]
@@ -377,7 +385,7 @@ class World:
                     out[key] = link(path) if os.path.islink(path) else Path(path).read_text(errors="replace")
             return out
 
-        clone = next((repo / d for d in ("lib", "lib2") if (repo / d / ".git").exists()), repo / "lib")
+        clone = self.clone(repo.parent)
         return {
             "HEAD": git("rev-parse", "--abbrev-ref", "HEAD") + git("rev-parse", "HEAD"),
             "index": git("ls-files", "-s", "-t"),

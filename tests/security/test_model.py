@@ -329,7 +329,11 @@ class World:
         res = self.ws.run("explain", "--json", cwd=cwd if cwd.is_dir() else None)
         assert res.rc == 0, res.err
         masks = [m["path"] for m in json.loads(res.out)["hidden"]]
-        return [os.path.relpath(p, self.ws.repo) for p in masks if p.startswith(f"{self.ws.repo}/")]
+        rels = [os.path.relpath(p, self.ws.repo) for p in masks if p.startswith(f"{self.ws.repo}/")]
+        # not inside a nested repository: the project's `git add` does not enter it (a pathspec there is fatal)
+        return [
+            r for r in rels if not any((self.ws.repo / d / ".git").exists() for d in Path(r).parents if str(d) != ".")
+        ]
 
     @staticmethod
     def unseen(actions: list[str], hidden: list[str]) -> list[str]:

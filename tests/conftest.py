@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,6 +191,24 @@ print(json.dumps(dict(
 
 # Who runs the sandboxed command: as root, both root and an unprivileged user; otherwise just ourselves.
 IDENTITIES = ["root", "user"] if IS_ROOT else ["self"]
+
+
+def sessions_ended(ws: Workspace, timeout: float = 20.0) -> None:
+    """Wait until no session of the workspace's still holds index marks: under firejail the launch becomes
+    firejail, and its watcher clears the marks only once the sandbox is gone, a moment after the launch returned
+    (longer on a busy machine than any fixed sleep)."""
+    journals = ws.home / ".local" / "state" / "ai-sandbox" / "skip-worktree"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        live = False
+        for f in journals.glob("*") if journals.is_dir() else []:
+            try:
+                live = live or bool(json.loads(f.read_bytes()).get("sessions"))
+            except (OSError, ValueError):
+                live = True  # being rewritten
+        if not live:
+            return
+        time.sleep(0.05)
 
 
 @dataclass

@@ -24,6 +24,7 @@ from tests.conftest import (
     Workspace,
     chown_tree,
     plant_env,
+    sessions_ended,
     token,
 )
 from tests.security.test_record import _session, _show
@@ -147,7 +148,7 @@ def test_index_marks_follow_renames_and_are_all_cleared(ws, firejail, how):
     before = _state(ws, ws.repo)
     control = _copy(ws)
     res = _session(ws, f"{RENAMES[how]} 2>&1; echo @@rc=$?")
-    time.sleep(0.5)  # firejail: the watcher clears the marks once the sandbox is gone
+    sessions_ended(ws)  # firejail: the watcher clears the marks once the sandbox is gone
     if how == "git-mv-file":
         assert "@@rc=0" not in res.out and "busy" in res.err
         assert _state(ws, ws.repo) == before
@@ -167,7 +168,7 @@ def test_index_marks_follow_renames_and_are_all_cleared(ws, firejail, how):
     res = _show(ws.run("--", "sh", "-c", f"git status --porcelain; echo @@; cat {renamed}; true"))
     assert res.rc == 0 and res.out.startswith("@@"), res.err  # hidden, marked, and git inside sees no change
     assert secret not in res.out
-    time.sleep(0.5)
+    sessions_ended(ws)
     assert not [ln for ln in ws.git("ls-files", "-t").splitlines() if ln.startswith("S ")]
 
 
@@ -362,7 +363,7 @@ def test_a_filter_a_session_plants_never_runs_outside_when_the_marks_are_set_or_
     plant += "echo '* filter=x' >> .git/info/attributes"
     for _ in range(3):  # the racy-clean check needs a file as new as the index: touched each time
         _session(ws, f"{plant}; touch prod.tfvars README.md")
-        time.sleep(0.5)  # firejail: the watcher clears the marks once the sandbox is gone
+        sessions_ended(ws)  # firejail: the watcher clears the marks once the sandbox is gone
         assert not pwned.exists() or secret not in pwned.read_text(), "the session's filter ran outside"
     assert not pwned.exists()
 
@@ -394,7 +395,7 @@ def test_a_worktree_a_session_registers_gets_nothing_written_into_it(ws, firejai
     assert res.rc == 0 and "@@attacked" in res.out, res.err
     res = _show(ws.run("--", "sh", "-c", PLANT + "echo @@attacked", env=env))
     assert "@@attacked" in res.out, res.err
-    time.sleep(0.5)
+    sessions_ended(ws)
     assert not (target / "planted" / "profile.toml").exists()
 
 
@@ -425,7 +426,7 @@ def test_a_project_root_swapped_for_a_link_gets_nothing_written_through_it(ws, f
         f"cd {ws.repo} && {PY} {ws.base / 'swap.py'} {target}"
     )
     _show(ws.run("--", "sh", "-c", script))
-    time.sleep(0.5)
+    sessions_ended(ws)
     assert not (target / "planted" / "profile.toml").exists()
 
 
@@ -458,7 +459,7 @@ def test_nothing_a_session_stages_in_a_hidden_directory_is_written_there(ws, fir
     pwned = ws.base / "pwned"
     res = _show(ws.run("--", "sh", "-c", DOTFILES + "echo @@staged", cwd=home, env={"PWNED": str(pwned)}))
     assert "@@staged" in res.out, res.err
-    time.sleep(0.5)
+    sessions_ended(ws)
     assert not (home / ".ssh" / "config").exists()
     assert ".ssh/config" in res.err  # named, for the user to decide
 
@@ -582,13 +583,13 @@ def test_a_decoy_entry_holding_the_hidden_files_object_never_keeps_the_mark_on_t
     _conf_repo(ws, ws.repo, secret)
     control = _copy(ws)
     res = _session(ws, DECOY)
-    time.sleep(0.5)  # firejail: the watcher clears the marks once the sandbox is gone
+    sessions_ended(ws)  # firejail: the watcher clears the marks once the sandbox is gone
     _control(ws, control, DECOY)
     flags = ws.git("ls-files", "-t")
     assert "H conf2/prod.tfvars" in flags.splitlines(), flags
     assert "ai-sandbox" in res.err and "aaa.txt" in res.err  # the decoy's bit was cleared too, and it says so
     _show(ws.run("--", "true"))  # a next launch and its session change nothing of that
-    time.sleep(0.5)
+    sessions_ended(ws)
     for repo in (ws.repo, control):
         with open(repo / "conf2" / "prod.tfvars", "a") as f:
             f.write("EDITED\n")
@@ -617,7 +618,7 @@ def test_a_work_tree_a_session_moves_has_its_marks_cleared_where_it_went(ws, fir
     (ws.repo / ".ai-sandbox.toml").write_text('block = ["*.tfvars"]\n')  # the project's rules: lib's is lib's own
     res = _session(ws, f"git -C {tree} ls-files -t; {move}")
     assert "S conf/prod.tfvars" in res.out  # marked for the session
-    time.sleep(0.5)
+    sessions_ended(ws)
     after = ws.repo / moved if rel else Path(f"{ws.repo}{moved}")
     assert (after / "conf" / "prod.tfvars").read_text() == secret + "\n"  # the move really happened
     flags = ws.git("ls-files", "-t", cwd=after)
@@ -631,7 +632,7 @@ def test_a_lock_a_session_leaves_on_the_index_is_named_with_the_marks_it_kept(ws
     secret = token("TFSECRET")
     _conf_repo(ws, ws.repo, secret)
     res = _session(ws, "touch .git/index.lock")
-    time.sleep(0.5)
+    sessions_ended(ws)
     said = [ln for ln in res.err.splitlines() if "index.lock" in ln]
     assert len(said) == 1 and "conf/prod.tfvars" in said[0], res.err
     (ws.repo / ".git" / "index.lock").unlink()
@@ -718,12 +719,12 @@ def test_a_mark_the_user_owns_never_takes_the_one_ai_sandbox_set(ws, firejail, h
     _control(ws, control, first)
     res = _session(ws, second)
     _control(ws, control, second)
-    time.sleep(0.5)
+    sessions_ended(ws)
     assert "H conf2/prod.tfvars" in _marks(ws, ws.repo) and "H conf2/prod.tfvars" in _marks(ws, control)
     if users:  # the user's own mark, pointed at the same object by the session, cannot be told from ours: said
         assert "zz2/u.txt" in res.err and "cleared git's skip-worktree mark" in res.err
     _show(ws.run("--", "true"))  # and a next launch keeps it so
-    time.sleep(0.5)
+    sessions_ended(ws)
     assert "H conf2/prod.tfvars" in _marks(ws, ws.repo)
 
 
@@ -757,7 +758,7 @@ def test_a_work_tree_replaced_at_its_old_path_has_its_marks_cleared_where_it_wen
     (ws.repo / ".ai-sandbox.toml").write_text('block = ["*.tfvars"]\n')  # the project's rules: lib's is lib's own
     res = _session(ws, f"git -C {tree} ls-files -t; " + move.replace("$VICTIM", str(victim)))
     assert "S conf/prod.tfvars" in res.out  # marked for the session
-    time.sleep(0.5)
+    sessions_ended(ws)
     after = ws.repo / moved if rel else Path(f"{ws.repo}{moved}")
     assert (after / "conf" / "prod.tfvars").read_text() == secret + "\n"
     assert "H conf/prod.tfvars" in _marks(ws, after)
@@ -777,7 +778,7 @@ def test_what_a_worktrees_session_checks_out_into_the_main_checkouts_hidden_dire
     ws.git("worktree", "add", "-q", "-b", "wtb", str(wt))
     control = _copy(ws)
     res = _session(ws, f"cd {ws.repo} && {cmd}; echo @@rc=$?", cwd=wt)
-    time.sleep(0.5)
+    sessions_ended(ws)
     if "@@rc=0" in res.out:
         _control(ws, control, cmd)
     assert _state(ws, ws.repo) == _state(ws, control)
@@ -826,13 +827,13 @@ def test_a_git_file_the_session_points_at_another_repository_never_gets_its_mark
     ws.git("update-index", "--skip-worktree", "conf/prod.tfvars", cwd=victim)
     res = _session(ws, f"cd {tree} && git ls-files -t && mv .git .git.real && echo 'gitdir: {victim}/.git' > .git")
     assert "S conf/prod.tfvars" in res.out  # marked for the session
-    time.sleep(0.5)
+    sessions_ended(ws)
     assert "S conf/prod.tfvars" in _marks(ws, victim)  # another repository's mark is never touched
     assert "git directory" in res.err and "conf/prod.tfvars" in res.err  # and the kept mark is named
     (tree / ".git").unlink()
     (tree / ".git.real").rename(tree / ".git")  # the user puts it back: the next launch clears the mark
     _show(ws.run("--", "true"))
-    time.sleep(0.5)
+    sessions_ended(ws)
     assert "H conf/prod.tfvars" in _marks(ws, tree)
 
 
@@ -851,6 +852,6 @@ def test_a_mark_whose_object_a_reset_changed_is_cleared_where_git_carried_it(ws,
     script = "git reset -q feat -- conf/prod.tfvars && git mv conf conf2"
     _session(ws, script)
     _control(ws, control, script)
-    time.sleep(0.5)
+    sessions_ended(ws)
     assert "H conf2/prod.tfvars" in _marks(ws, ws.repo)
     assert _marks(ws, ws.repo) == _marks(ws, control)

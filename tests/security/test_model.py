@@ -37,7 +37,17 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
-from tests.conftest import BACKENDS, IDENTITIES, Workspace, chown_tree, ensure_test_user, new_workspace, require, token
+from tests.conftest import (
+    BACKENDS,
+    IDENTITIES,
+    Workspace,
+    chown_tree,
+    ensure_test_user,
+    new_workspace,
+    require,
+    sessions_ended,
+    token,
+)
 
 pytestmark = pytest.mark.sandbox
 
@@ -176,6 +186,11 @@ class World:
         self.ws: Workspace = new_workspace(self.base, identity, backend)
         self.secrets: list[str] = []
         self.named: dict[str, str] = {}
+        # Secrets some passing launch hid (the record holds them from then on), and those no launch had hidden when
+        # a session ran: a session of another root (the clone's) can edit their project's rules before its first
+        # launch, which then takes the rules as they are (a documented gap; containing writes closes it)
+        self.covered: set[str] = set()
+        self.untrusted: set[str] = set()
         self.said = ""  # the last session's stderr
         home = self.ws.home
         self.out = self.base / "out"
@@ -282,13 +297,16 @@ class World:
         res = self.ws.run("--", "sh", "-c", "\n".join(script), env=env, timeout=120, cwd=cwd if cwd.is_dir() else None)
         self.said = res.err
         PLAYED["launches"] += 1
-        leaked = [s for s in scope if s in res.out + res.err]
+        exempt = self.untrusted - self.covered  # at the first launch that hides them, after another root's session
+        leaked = [s for s in scope if s in res.out + res.err and s not in exempt]
         assert not leaked, f"secret read inside (rc={res.rc}):\n{res.out}\n{res.err}"
         if "@@start" not in res.out:
             assert res.rc != 0, res.err
             assert res.err.startswith("ai-sandbox: error:"), res.err
             PLAYED["refused"] += 1
             return True, []
+        self.covered |= set(scope)
+        self.untrusted |= set(self.secrets) - self.covered
         assert "@@end" in res.out, (res.rc, res.out, res.err)  # never ended midway (warn mode)
         codes = [ln[2:] for ln in res.out.splitlines() if ln.startswith("@@") and ln[2:].isdigit()]
         return False, [c == "0" for c in codes]
@@ -429,7 +447,7 @@ class Sessions(RuleBasedStateMachine):
             return
         done = [a for a, good in zip(actions, ok, strict=True) if good]
         self.world.replay(self.world.unseen(done, hidden))
-        time.sleep(0.5 if self.backend == "firejail" else 0)  # firejail: the watcher's end of the session
+        sessions_ended(self.world.ws)  # firejail: the watcher ends the session a moment after the launch returned
         w = self.world
         w.users_word()
         w.users_mark()

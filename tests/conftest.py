@@ -196,19 +196,24 @@ IDENTITIES = ["root", "user"] if IS_ROOT else ["self"]
 def sessions_ended(ws: Workspace, timeout: float = 20.0) -> None:
     """Wait until no session of the workspace's still holds index marks: under firejail the launch becomes
     firejail, and its watcher clears the marks only once the sandbox is gone, a moment after the launch returned
-    (longer on a busy machine than any fixed sleep)."""
+    (longer on a busy machine than any fixed sleep). Marks still held after `timeout` are a defect, not a wait."""
     journals = ws.home / ".local" / "state" / "ai-sandbox" / "skip-worktree"
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        live = False
-        for f in journals.glob("*") if journals.is_dir() else []:
+    held: list[str] = []
+    while True:
+        held = []
+        for f in sorted(journals.iterdir()) if journals.is_dir() else []:
+            if f.name.endswith(".lock"):
+                continue  # the journal's lock file: empty, never a session
             try:
-                live = live or bool(json.loads(f.read_bytes()).get("sessions"))
+                if json.loads(f.read_bytes()).get("sessions"):
+                    held.append(f.name)
             except (OSError, ValueError):
-                live = True  # being rewritten
-        if not live:
-            return
+                held.append(f.name)  # being rewritten
+        if not held or time.monotonic() > deadline:
+            break
         time.sleep(0.05)
+    assert not held, f"sessions still hold index marks {timeout:.0f} s after the launch returned: {held}"
 
 
 @dataclass

@@ -53,7 +53,7 @@ pytestmark = pytest.mark.sandbox
 
 FUZZ_SECONDS = float(os.environ.get("AI_SANDBOX_FUZZ_SECONDS", "0"))
 STEPS = 6  # sessions per sequence
-EXAMPLES = 8  # sequences per identity and backend in `make test`
+EXAMPLES = 20  # sequences per identity and backend in `make test`
 PLAYED = {"sequences": 0, "launches": 0, "refused": 0}
 
 GIT_ENV = {

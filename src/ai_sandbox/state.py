@@ -35,7 +35,8 @@ hidden directories.
 
 A path this agent's profile or the built-in allowlists keep readable is not "un-hidden" while it is still at
 its recorded place (those rules are not files a session can edit), so switching agents does not trip it;
-decided by the pattern's origin, never by its text.
+decided by the pattern's origin, never by its text. Only where git's ignores alone hid it: the record notes the
+paths a rule no allowlist overrides hid (a block, git-crypt), and a session deleting that rule is refused.
 """
 
 from __future__ import annotations
@@ -52,9 +53,11 @@ from ai_sandbox.idents import Snapshot
 from ai_sandbox.idents import dirname as _dirname
 from ai_sandbox.paths import project_key, state_dir
 from ai_sandbox.patterns import CODE
-from ai_sandbox.policy import GLOBAL, MERGED, UNHIDDEN, Notice, Policy
+from ai_sandbox.policy import GLOBAL, IGNORED, MERGED, UNHIDDEN, Notice, Policy
 
-MAGIC = b"ai-sandbox hidden 2\0"  # then (path, "DEV:INO" of its directory or "-") pairs, NUL-terminated
+MAGIC = b"ai-sandbox hidden 3\0"  # then (path, "DEV:INO" of its directory or "-", why) triples, NUL-terminated
+MAGIC_2 = b"ai-sandbox hidden 2\0"  # the format before: (path, directory id) pairs
+IGNORED_ONLY, BLOCKED = b"i", b"b"  # why: git ignores it (an allowlist may keep it); a rule no allowlist overrides
 GLOBAL_RECORD = "global"  # hidden/global: the global blocks outside the project, one record for every project
 
 
@@ -174,14 +177,29 @@ def _read(path: str) -> bytes | None:
         raise PolicyError(f"cannot read {path}: {e.strerror}", "check its permissions, or delete it") from None
 
 
-def _entries(data: bytes | None) -> list[tuple[str, bytes]]:
-    """A record's (path, id of its directory); the first format held paths only (id b"")."""
+def _triples(data: bytes | None) -> list[tuple[str, bytes, bytes]]:
+    """A record's (path, id of its directory, why); the second format had no why (b""), the first held paths only
+    (id b"" too)."""
     if not data:
         return []
-    if not data.startswith(MAGIC):
-        return [(os.fsdecode(p), b"") for p in data.split(b"\0") if p]
-    parts = data[len(MAGIC) :].split(b"\0")
-    return [(os.fsdecode(parts[i]), parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
+    if data.startswith(MAGIC):
+        parts = data[len(MAGIC) :].split(b"\0")
+        return [(os.fsdecode(parts[i]), parts[i + 1], parts[i + 2]) for i in range(0, len(parts) - 2, 3)]
+    if data.startswith(MAGIC_2):
+        parts = data[len(MAGIC_2) :].split(b"\0")
+        return [(os.fsdecode(parts[i]), parts[i + 1], b"") for i in range(0, len(parts) - 1, 2)]
+    return [(os.fsdecode(p), b"", b"") for p in data.split(b"\0") if p]
+
+
+def _entries(data: bytes | None) -> list[tuple[str, bytes]]:
+    """A record's (path, id of its directory)."""
+    return [(p, i) for p, i, _ in _triples(data)]
+
+
+def _blocked(data: bytes | None) -> set[str]:
+    """The paths of a record that a rule no allowlist overrides hid (a block, git-crypt): never exempt because an
+    allowlist keeps them now (red team: `block = ["dist/"]` deleted from inside, and the build output shown)."""
+    return {p for p, _, why in _triples(data) if why == BLOCKED}
 
 
 def load(path: str) -> list[str]:
@@ -202,24 +220,29 @@ def _dir_id(path: str, ids: dict[str, bytes]) -> bytes:
     return got
 
 
-def _recorded(policy: Policy) -> tuple[list[str], list[str]]:
+def _recorded(policy: Policy) -> tuple[list[str], list[str], set[str]]:
     """(the project's, the user's global record's) paths of this launch: the masks the rules asked for, and
     where a directory is hidden whole only to fit the backend's limit, the paths inside it (or a later launch
-    under the limit would look like an un-hiding). A global block outside the project is the user's."""
+    under the limit would look like an un-hiding). A global block outside the project is the user's. And which of
+    them a rule no allowlist overrides hid (any layer but git's ignores)."""
     mine: list[str] = []
     theirs: list[str] = []
+    blocked: set[str] = set()
     for m in [*(m for m in policy.masks if m.how not in MERGED), *policy.capped]:
         (theirs if m.layer == GLOBAL and not inside(m.path, policy.root) else mine).append(m.path)
-    return mine, theirs
+        if m.layer != IGNORED:
+            blocked.add(m.path)
+    return mine, theirs, blocked
 
 
-def _content(paths: list[str], ids: dict[str, bytes]) -> bytes:
-    """A record of these paths, each with its directory's id (one lstat per directory: the snapshot's)."""
+def _content(paths: list[str], ids: dict[str, bytes], blocked: set[str] | frozenset[str] = frozenset()) -> bytes:
+    """A record of these paths, each with its directory's id (one lstat per directory: the snapshot's) and why."""
     out = []
     for p in paths:
-        out.append(p)
-        out.append(_dir_id(_dirname(p), ids).decode())
-    return MAGIC + os.fsencode("\0".join(out)) + b"\0" if out else MAGIC
+        out.append(os.fsencode(p))
+        out.append(_dir_id(_dirname(p), ids))
+        out.append(BLOCKED if p in blocked else IGNORED_ONLY)
+    return MAGIC + b"\0".join(out) + b"\0" if out else MAGIC
 
 
 def _kept_by_code(policy: Policy) -> set[str]:
@@ -231,9 +254,10 @@ def _kept_by_code(policy: Policy) -> set[str]:
     return {k.path for k in policy.kept if k.origin in CODE}
 
 
-def unhidden(policy: Policy, previous: list[str]) -> list[str]:
-    """Paths the last launch hid that still exist and this policy would leave readable."""
-    kept = _kept_by_code(policy)
+def unhidden(policy: Policy, previous: list[str], blocked: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """Paths the last launch hid that still exist and this policy would leave readable; blocked: those of them a
+    rule no allowlist overrides hid."""
+    kept = _kept_by_code(policy) - set(blocked)
     return [p for p in previous if policy.hidden(p) is None and p not in kept and os.path.lexists(p)]
 
 
@@ -342,11 +366,17 @@ def _dir_moved(path: str, recorded: bytes, ids: dict[str, bytes]) -> bool:
     return bool(recorded) and recorded != _NONE and _dir_id(_dirname(path), ids) != recorded
 
 
-def _judge(policy: Policy, sources: list[_Source], ids: dict[str, bytes], env: Mapping[str, str]) -> list[Lost]:
+def _judge(
+    policy: Policy,
+    sources: list[_Source],
+    ids: dict[str, bytes],
+    env: Mapping[str, str],
+    blocked: set[str] | frozenset[str] = frozenset(),
+) -> list[Lost]:
     """What would be readable, for every recorded path of these sources; an owner is a root, or GLOBAL_RECORD. A
     path of another root's record that lies outside this launch's trees counts only where its directory is found
-    moved into them."""
-    kept = _kept_by_code(policy)
+    moved into them. blocked: recorded paths a rule no allowlist overrides hid (never exempt as kept)."""
+    kept = _kept_by_code(policy) - set(blocked)
     lost: list[Lost] = []
     wanted: dict[bytes, list[tuple[str, str]]] = {}  # directory id -> (recorded path, owner), where it moved
     since = {owner: when for owner, _, when, _ in sources}
@@ -501,9 +531,9 @@ def _examine(
     cwd = os.path.realpath(cwd or os.getcwd())
     path, index, gpath = record_path(env, root), _index_path(env), global_record_path(env)
     ids: dict[str, bytes] = dict(seen.dirs) if seen is not None else {}
-    mine, users = _recorded(policy)
-    before, now = _read(path), _content(mine, ids)
-    gbefore, gnow = _read(gpath), _content(users, ids)
+    mine, users, blocked = _recorded(policy)
+    before, now = _read(path), _content(mine, ids, blocked)
+    gbefore, gnow = _read(gpath), _content(users, ids, blocked)
     known = _load_index(index)
     root_id = _dir_id(root, ids)
     others = _related(known, root, root_id, cwd, before is None, tuple(policy.checkouts))
@@ -515,25 +545,30 @@ def _examine(
         gpath, gnow, gbefore == gnow, covers,
     )  # fmt: skip
     sources: list[_Source] = []
+    was_blocked: set[str] = set()
     if others:
         accepted = _accepted(path)
         for r, within in others.items():
             # this launch's paths, and those whose directory moved: it may stand in this launch's trees now (a
             # worktree the session moved, this launch's root: red team)
+            data = _read(record_path(env, r))
             entries = [
                 (p, i)
-                for p, i in _entries(_read(record_path(env, r)))
+                for p, i in _entries(data)
                 if p not in accepted and (not within or any(inside(p, t) for t in within) or _dir_moved(p, i, ids))
             ]
             if entries:
                 sources.append((r, entries, _mtime(record_path(env, r)), within))
+                was_blocked |= _blocked(data)
     if before != now:
         sources.insert(0, (root, _entries(before), _mtime(path), ()))
+        was_blocked |= _blocked(before)
     if gbefore != gnow:  # the user's global blocks outside the project: the same for every project
         sources.append((GLOBAL_RECORD, _entries(gbefore), _mtime(gpath), ()))
+        was_blocked |= _blocked(gbefore)
     if not sources:  # the usual launch: the same masks as last time, nothing moved
         return rec, []
-    return rec, _judge(policy, sources, ids, env)
+    return rec, _judge(policy, sources, ids, env, was_blocked)
 
 
 def _accepted(path: str) -> set[str]:

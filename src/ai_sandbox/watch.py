@@ -175,13 +175,28 @@ def _child(
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)  # hold no pipe the caller waits on, except stderr for the message
+    parents = _parents(paths)  # before the agent runs: the directories as they are reached now
     alive = _liveness(target)
     ifd, by_wd = _inotify(paths)
     fds = [f for f in (alive, ifd) if f is not None]
     try:
         _watch(paths, known, target, mode, alive, ifd, by_wd, fds)
     finally:  # the sandbox ended, or this session is being ended: a last look for what moved
-        _settle_log(moved_log, [p for p in paths if _ident(p) != known[p]])
+        _settle_log(moved_log, _changed(paths, known, parents))
+
+
+def _parents(paths: list[str]) -> dict[str, str]:
+    """Each hidden path's directory, resolved: where it really is."""
+    return {d: os.path.realpath(d) for d in {os.path.dirname(p) for p in paths}}
+
+
+def _changed(paths: list[str], known: dict[str, tuple[int, int] | None], parents: dict[str, str]) -> list[str]:
+    """The hidden paths that are not what and where they were: another file at the path, or the same one reached
+    now through a link a session put above it. A link may resolve per process (red team: `svc` swapped for a link
+    to `/proc/self/fd/3/../far/svc`, which for this process alone, holding the project on fd 3, led back to the
+    moved directory); the next launch then finds the directory gone and must know it moved."""
+    moved = {d for d, real in parents.items() if os.path.realpath(d) != real}
+    return [p for p in paths if os.path.dirname(p) in moved or _ident(p) != known[p]]
 
 
 def _watch(

@@ -855,3 +855,51 @@ def test_a_mark_whose_object_a_reset_changed_is_cleared_where_git_carried_it(ws,
     sessions_ended(ws)
     assert "H conf2/prod.tfvars" in _marks(ws, ws.repo)
     assert _marks(ws, ws.repo) == _marks(ws, control)
+
+
+# --- the ninth red team: a link the watcher alone resolves back, and a block an allowlist would override ----
+
+
+XCHG = "import ctypes,os,sys; ctypes.CDLL(None).renameat2(-100, os.fsencode(sys.argv[1]), -100, os.fsencode(sys.argv[2]), 2)"
+
+
+@pytest.mark.parametrize("link", ["proc-self-fd", "plain"])
+def test_a_directory_swapped_for_a_link_back_to_it_counts_as_moved(ws, firejail, link):
+    """svc/ (holding the hidden .env) moved out of the project and replaced by a link that leads back to it. The
+    watcher's last look followed the link: the same file, so "nothing moved", and the session's log was dropped.
+    Through /proc/self/fd/3, the link led back only for the watcher (its fd 3 is the project); a plain link led
+    back for everyone until the user removed it. Either way the next launch, finding svc/ nowhere and no log
+    naming it, showed the secret. A tracked hidden file makes the watcher hold the project open."""
+    secret = token("SVCSECRET")
+    ws.write(".gitignore", ".env\n")
+    ws.write("svc/app.py", "x = 1\n")
+    _conf_repo(ws, ws.repo, token("TF"))  # one hidden tracked file (*.tfvars): the marks' descriptors
+    (ws.repo / "svc" / ".env").write_text(secret + "\n")
+    far = ws.repo.parent / "far"
+    # for the watcher, fd 3 is the repository: /proc/self/fd/3/.. is the directory holding it
+    target = "/proc/self/fd/3/../far/svc" if link == "proc-self-fd" else str(far / "svc")
+    script = f"mkdir -p {far} && ln -s {target} {far}/svc && {PY} -c '{XCHG}' svc {far}/svc && test -L svc"
+    _session(ws, script)
+    sessions_ended(ws)
+    assert (far / "svc" / ".env").read_text() == secret + "\n"  # the swap really happened
+    (ws.repo / "svc").unlink()  # the user tidies `git status`: the link goes
+    read = f"echo @@read; cat {far}/svc/.env; true"
+    line = _refused(_show(ws.run("--", "sh", "-c", read)), secret)
+    assert "svc/.env" in line
+
+
+def test_a_block_deleted_from_inside_never_leaves_a_build_output_readable(ws, firejail):
+    """`block = ["app.log", "dist/"]` over a git-ignored log and build output, which the built-in allowlists would
+    keep readable (the threat model's advice: block the build output itself). The session emptied the project's
+    .ai-sandbox.toml: old code exempted any recorded path an allowlist of ai-sandbox's keeps now, and the next
+    launch showed both."""
+    secret = token("DISTSECRET")
+    ws.write(".gitignore", "*.log\ndist/\n")
+    ws.write("app.log", f"GET /?token={secret}\n")
+    ws.write("dist/bundle.js", f'const KEY="{secret}"\n')
+    ws.write(".ai-sandbox.toml", 'block = ["app.log", "dist/"]\n')
+    _session(ws, ": > .ai-sandbox.toml")
+    line = _refused(_show(ws.run("--", "sh", "-c", "echo @@read; cat app.log dist/bundle.js; true")), secret)
+    assert "app.log" in line or "dist" in line
+    assert ws.run("accept").rc == 0  # the user's word: the build output is readable, as the rules now say
+    assert secret in _show(ws.run("--", "sh", "-c", "cat app.log dist/bundle.js")).out

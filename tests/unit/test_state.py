@@ -13,7 +13,7 @@ import pytest
 from ai_sandbox import state
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, PROFILE, PROJECT, USER, Origin, Pattern, Source
-from ai_sandbox.policy import GLOBAL, IGNORED, UNHIDDEN, How, Kept, Mask, Policy
+from ai_sandbox.policy import CRYPT, EXPLICIT, GLOBAL, IGNORED, UNHIDDEN, How, Kept, Mask, Policy
 
 
 @pytest.fixture
@@ -66,8 +66,8 @@ def test_the_record_holds_each_hidden_path_with_its_directory_id(root, env):
         (f"{root}/gone/x", b"-"),  # its directory does not exist: no id
     ]
     assert rec.content == state.MAGIC + b"".join(
-        os.fsencode(p) + b"\0" + i + b"\0" for p, i in state._entries(rec.content)
-    )
+        os.fsencode(p) + b"\0" + i + b"\0" + state.IGNORED_ONLY + b"\0" for p, i in state._entries(rec.content)
+    )  # each hidden by git's ignores alone (an allowlist may keep it later)
     state.record(rec)
     with open(rec.path, "rb") as f:
         assert f.read() == rec.content
@@ -367,6 +367,31 @@ def test_a_kept_directory_exempts_itself_not_what_was_hidden_inside(root, env, o
     assert state.findings(_policy(root, kept=kept), env, root) == [f"{root}/config/master.key"]
 
 
+@pytest.mark.parametrize("origin", [DEPENDENCY, OUTPUT, BUILT_IN, PROFILE])
+@pytest.mark.parametrize("layer", [EXPLICIT, CRYPT, GLOBAL])
+def test_a_path_a_block_hid_is_never_exempt_because_an_allowlist_keeps_it_now(root, env, origin, layer):
+    """Red team 9: `block = ["app.log", "dist/"]` over git-ignored build outputs; the session deleted the block and
+    the next launch showed both, kept by the build-output allowlist. What git's ignores alone hid stays exempt (an
+    agent's own directory, hidden for another agent)."""
+    blocked = [Mask(f"{root}/secrets", True, layer, "a block"), Mask(f"{root}/.env", False, IGNORED, "git-ignored")]
+    rec = _launch(Policy(root=root, in_git=True, masks=blocked), env)
+    assert state._blocked(rec.content) == {f"{root}/secrets"}
+    kept = (_kept(f"{root}/secrets", True, origin), _kept(f"{root}/.env", False, origin))
+    assert state.findings(_policy(root, kept=kept), env, root) == [f"{root}/secrets"]
+
+
+def test_a_record_of_the_second_format_is_read_with_no_why(root, env):
+    path = state.record_path(env, root)
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as f:
+        f.write(state.MAGIC_2 + f"{root}/.env\0{_id(root).decode()}\0{root}/secrets\0-\0".encode())
+    assert state._entries(state._read(path)) == [(f"{root}/.env", _id(root)), (f"{root}/secrets", b"-")]
+    assert state._blocked(state._read(path)) == set()
+    with pytest.raises(PolicyError, match="secrets was hidden at the last launch"):
+        state.check(_policy(root, ".env"), env, root)
+    assert not state.check(_policy(root, ".env", "secrets/"), env, root).unchanged  # rewritten as the third
+
+
 # --- the global blocks outside the project: one record for the user ------------------------------------------------
 
 
@@ -393,7 +418,7 @@ def test_a_global_block_outside_the_project_is_the_users_record_not_the_projects
     assert state.load(state.global_record_path(env)) == [creds]
     # inside the project, a global block is the project's: another project does not hide it
     inner = _with_global(root, f"{root}/config/master.key", ".env")
-    assert state._recorded(inner) == ([f"{root}/.env", f"{root}/config/master.key"], [])
+    assert state._recorded(inner) == ([f"{root}/.env", f"{root}/config/master.key"], [], {f"{root}/config/master.key"})
 
 
 def test_a_global_block_moved_beside_itself_refuses_in_every_project(root, env, tmp_path):

@@ -33,7 +33,7 @@ import shlex
 import stat
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from ai_sandbox import git
 from ai_sandbox.errors import PolicyError
@@ -124,18 +124,27 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
         return  # the usual launch: no hidden tracked file, nothing left behind
     for tree in marks.sparse:
         _refuse_sparse(tree)
-    with locked(path):
+    with _all_locked(path):
         doc = _load(path)
         live = _live_sessions(doc)
         owned, theirs = _entries(doc, "owned"), _entries(doc, "theirs")
         ids, gitdirs = _ids(doc), _ids(doc, "gitdirs")
-        keep = _needed(live)
-        for tree, paths in needs.items():
-            keep.setdefault(tree, set()).update(paths)
+        keep, shared = _others(path)
+        _add(keep, _needed(live))
+        _add(keep, {tree: set(paths) for tree, paths in needs.items()})
         ours = _clear_unneeded(env, owned, theirs, keep, ids=ids, gitdirs=gitdirs)
-        # what git listed as flagged and ai-sandbox did not set (nor found moved) is the user's
+        # what git listed as flagged and ai-sandbox did not set (nor found moved) is the user's; what another
+        # root's launch set is ai-sandbox's: this session owns it too when it needs it, and whichever session ends
+        # last clears it (old code took it for the user's, and the other session's end cleared it under this
+        # one: red team, a worktree's session and the main checkout's)
         for tree, entries in marks.marked.items():
-            theirs[tree] = {p: blob for p, blob in entries.items() if p not in ours.get(tree, set())}
+            elsewhere = shared.get(tree, set())
+            theirs[tree] = {
+                p: blob for p, blob in entries.items() if p not in ours.get(tree, set()) and p not in elsewhere
+            }
+            for p in needs.get(tree, []):
+                if p in elsewhere and p in entries:
+                    owned.setdefault(tree, {})[p] = entries[p]
         todo = {
             tree: [p for p in paths if p not in flagged.get(tree, set()) and p not in owned.get(tree, {})]
             for tree, paths in needs.items()
@@ -222,18 +231,18 @@ def release(env: Mapping[str, str], root: str, pid: int, held: Held | None = Non
     (held: descriptors on them since the launch). Never raises: a bit left set is cleared by the next launch;
     one that cannot be cleared now is named in a line on stderr."""
     path = journal_path(env, root)
-    with contextlib.suppress(OSError, PolicyError, ValueError), locked(path):
+    with contextlib.suppress(OSError, PolicyError, ValueError), _all_locked(path):
         doc = _load(path)
         live = _live_sessions(doc)
         live.pop(str(pid), None)
         owned, theirs = _entries(doc, "owned"), _entries(doc, "theirs")
         ids, gitdirs = _ids(doc), _ids(doc, "gitdirs")
+        keep, _ = _others(path)
+        _add(keep, _needed(live))
         cleared = Cleared()
         try:
             moved = held.now() if held else {}
-            _clear_unneeded(
-                env, owned, theirs, _needed(live), wait=10.0, moved=moved, out=cleared, ids=ids, gitdirs=gitdirs
-            )
+            _clear_unneeded(env, owned, theirs, keep, wait=10.0, moved=moved, out=cleared, ids=ids, gitdirs=gitdirs)
         finally:
             _save(path, owned, theirs, live, ids, gitdirs)
             cleared.say()
@@ -388,6 +397,44 @@ def _refuse_sparse(tree: str) -> None:
         "(and commit them so as root)",
         f"tell git to expect them: `git -C {tree} config sparse.expectFilesOutsideOfPatterns true`",
     )
+
+
+def _journals(path: str) -> list[str]:
+    """Every journal beside this one: one per launching root, while the marks are in work trees that launches of
+    several roots mark (a linked worktree's index, from the main checkout too; a nested clone's, from the
+    enclosing project too)."""
+    d, mine = os.path.split(path)
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return []
+    return sorted(os.path.join(d, n) for n in names if "." not in n and n != mine)
+
+
+@contextlib.contextmanager
+def _all_locked(path: str) -> Iterator[None]:
+    """This journal and every other one locked, always in the same order (no two launches wait for each other): a
+    session's end then sees every live session's needs, and a launch of another root never runs between."""
+    with contextlib.ExitStack() as stack:
+        for p in sorted({path, *_journals(path)}):
+            stack.enter_context(locked(p))
+        yield
+
+
+def _others(path: str) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """What the other journals' live sessions need, and the marks those journals hold (tree -> paths)."""
+    need: dict[str, set[str]] = {}
+    owned: dict[str, set[str]] = {}
+    for other in _journals(path):
+        doc = _load(other)
+        _add(need, _needed(_live_sessions(doc)))
+        _add(owned, {tree: set(paths) for tree, paths in _entries(doc, "owned").items()})
+    return need, owned
+
+
+def _add(into: dict[str, set[str]], more: Mapping[str, Iterable[str]]) -> None:
+    for tree, paths in more.items():
+        into.setdefault(tree, set()).update(paths)
 
 
 def _needed(live: dict[str, dict[str, Any]]) -> dict[str, set[str]]:

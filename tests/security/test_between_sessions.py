@@ -10,6 +10,7 @@ the same commands ran without any sandbox. Secrets are fresh random strings no s
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -903,3 +904,71 @@ def test_a_block_deleted_from_inside_never_leaves_a_build_output_readable(ws, fi
     assert "app.log" in line or "dist" in line
     assert ws.run("accept").rc == 0  # the user's word: the build output is readable, as the rules now say
     assert secret in _show(ws.run("--", "sh", "-c", "cat app.log dist/bundle.js")).out
+
+
+def _journal_idle(ws: Workspace, root: Path, timeout: float = 20.0) -> None:
+    """Wait until the journal of launches from root names no live session (its session's end is done)."""
+    import hashlib
+    import json
+
+    key = hashlib.sha256(os.fsencode(os.path.realpath(root))).hexdigest()[:24]
+    journal = ws.home / ".local" / "state" / "ai-sandbox" / "skip-worktree" / key
+    deadline = time.monotonic() + timeout
+    while journal.exists() and json.loads(journal.read_bytes() or b"{}").get("sessions"):
+        assert time.monotonic() < deadline, f"the session from {root} never ended"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("where", ["worktree", "nested-clone"])
+def test_a_session_of_another_root_ending_never_clears_a_mark_this_session_needs(ws, firejail, where):
+    """Session A from the main checkout (or the enclosing project) marks the worktree's (the nested clone's) hidden
+    tracked file too; session B runs from the worktree (the clone) meanwhile. Old code: each root had its own
+    journal; B took the mark A had set for the user's, and A's end cleared it under B: inside B git saw the file
+    modified, and root's `git commit -a` under firejail committed it emptied."""
+    import threading
+
+    secret = token("TFSECRET")
+    if where == "worktree":
+        _conf_repo(ws, ws.repo, secret)
+        tree = ws.base / "wt"
+        ws.git("worktree", "add", "-q", "-b", "wb", str(tree))
+    else:
+        tree = ws.repo / "lib"
+        _repo(ws, tree)
+        _conf_repo(ws, tree, secret)
+        ws.config_file.write_text('block = ["*.tfvars"]\n')  # the clone's rules are its own: a global block
+    flags = ws.base / "flags"
+    flags.mkdir()
+
+    def wait_for(name: str) -> str:
+        return f"while [ ! -e {flags}/{name} ]; do sleep 0.05; done"
+
+    a = threading.Thread(target=lambda: ws.run("--", "sh", "-c", f"touch {flags}/a-in; {wait_for('a-end')}"))
+    a.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not (flags / "a-in").exists():
+            assert time.monotonic() < deadline, "session A never started"
+            time.sleep(0.05)
+        inside_b = (
+            f"touch {flags}/b-in; {wait_for('b-go')}; echo @@marks; git ls-files -t conf; echo @@status; "
+            "git status --porcelain; echo x >> conf/a.txt; git -c user.name=t -c user.email=t@e commit -qam b"
+        )
+        results = []
+        b = threading.Thread(target=lambda: results.append(ws.run("--", "sh", "-c", inside_b, cwd=tree)))
+        b.start()
+        while not (flags / "b-in").exists():
+            assert time.monotonic() < deadline, "session B never started"
+            time.sleep(0.05)
+    finally:
+        (flags / "a-end").touch()
+        a.join(60)
+    _journal_idle(ws, ws.repo)  # A's end is done: its marks are cleared, or kept for B
+    (flags / "b-go").touch()
+    b.join(60)
+    res = _show(results[0])
+    assert res.rc == 0, res.err
+    assert "S conf/prod.tfvars" in res.out and "conf/prod.tfvars" not in res.out.split("@@status")[1]
+    assert ws.git("show", "HEAD:conf/prod.tfvars", cwd=tree).strip() == secret  # B's commit -a left the file as it was
+    sessions_ended(ws)
+    assert "H conf/prod.tfvars" in ws.git("ls-files", "-t", "conf", cwd=tree)  # and the last end cleared it

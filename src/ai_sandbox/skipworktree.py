@@ -129,6 +129,7 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
         live = _live_sessions(doc)
         owned, theirs = _entries(doc, "owned"), _entries(doc, "theirs")
         ids, gitdirs = _ids(doc), _ids(doc, "gitdirs")
+        _adopt(path, {root, *needs}, owned, theirs, ids, gitdirs)
         keep, shared = _others(path)
         _add(keep, _needed(live))
         _add(keep, {tree: set(paths) for tree, paths in needs.items()})
@@ -258,8 +259,8 @@ class Cleared:
     def say(self) -> None:
         for tree, paths in self.doubtful.items():
             _line(
-                f"cleared git's skip-worktree mark of {_some(paths)} in {tree}: the session marked entries holding the "
-                "same object as a hidden file it had moved, so which one held ai-sandbox's mark cannot be told; "
+                f"cleared git's skip-worktree mark of {_some(paths)} in {tree}: the session moved or changed marked "
+                "entries so that which of them held ai-sandbox's mark cannot be told (one may have been yours); "
                 "`git status` shows what to restore"
             )
         for tree, (paths, why) in self.kept.items():
@@ -352,16 +353,25 @@ def _clear_unneeded(
 def _follow(owned: dict[str, str], theirs: dict[str, str], now: dict[str, str]) -> list[str]:
     """Move each mark that left its path to the flagged entries that hold its object now (git mv carried it). Ours
     first: a mark of ai-sandbox's takes every new flagged entry holding its object, so it can never stay on the
-    hidden file because a session made another entry look like it, or like one of the user's (red team); the
-    user's own marks follow to what is left, and where a mark of ours is found nowhere by its object, every entry
-    newly marked is taken. Returns the entries taken where there were more of them than marks of ours to find:
-    which of them held our mark cannot be told (all are cleared, and said)."""
-    new = {p: blob for p, blob in now.items() if p not in owned and p not in theirs}
+    hidden file because a session made another entry look like it, or like one of the user's (red team); an entry
+    at a path of the user's holding another object than theirs is new too (`git mv e tmp && git mv d e` put ours
+    where theirs was: red team). The user's own marks follow to what is left, and where a mark of ours is found
+    nowhere by its object, every entry newly marked is taken. Returns the entries taken where which of them held
+    our mark cannot be told: more of them than marks of ours to find, or a mark of the user's went missing too
+    (all are cleared, and said)."""
+    new = {p: blob for p, blob in now.items() if p not in owned and not (p in theirs and theirs[p] in ("", blob))}
     lost: dict[str, int] = {}
     for old, blob in list(owned.items()):
-        if old not in now and blob:
-            del owned[old]
-            lost[blob] = lost.get(blob, 0) + 1
+        if not blob:
+            continue
+        if old in now and now[old] != blob and blob in new.values():
+            new[old] = now[
+                old
+            ]  # ours went elsewhere, and another entry came to its path (`git mv d tmp && git mv e d`)
+        elif old in now:
+            continue  # still here (`git reset REV -- PATH` gives it another object)
+        del owned[old]
+        lost[blob] = lost.get(blob, 0) + 1
     doubtful = []
     for blob, n in lost.items():
         hits = [p for p, b in new.items() if b == blob]
@@ -370,20 +380,28 @@ def _follow(owned: dict[str, str], theirs: dict[str, str], now: dict[str, str]) 
             del new[p]
         if len(hits) > n:
             doubtful += hits
+    missing = 0  # marks of the user's found nowhere
     for old, blob in list(theirs.items()):
-        if old in now or not blob:
+        if old in now and old not in owned:
+            new.pop(old, None)  # still marked where it was (`git reset REV -- PATH` gives it another object)
+            if blob:
+                theirs[old] = now[old]
             continue
-        del theirs[old]  # gone from the index, or no longer flagged: nothing of it is left to clear
+        if not blob:
+            continue
+        del theirs[old]  # gone from the index, no longer flagged, or a mark of ours came to its path
         moved = next((p for p, b in new.items() if b == blob), None)
         if moved is not None:
             theirs[moved] = blob
             del new[moved]
+        else:
+            missing += 1
     # a mark of ours found nowhere by its object: the entry's object changed before git carried it (`git reset REV
     # -- PATH`, then `git mv`: red team); every entry newly marked during the session may be it, and is taken
     unfound = sum(lost.values()) - sum(1 for blob in owned.values() if blob in lost)
     if unfound > 0 and new:
         owned.update(new)
-        if len(new) > unfound:
+        if len(new) > unfound or missing:
             doubtful += list(new)
     return doubtful
 
@@ -430,6 +448,37 @@ def _others(path: str) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
         _add(need, _needed(_live_sessions(doc)))
         _add(owned, {tree: set(paths) for tree, paths in _entries(doc, "owned").items()})
     return need, owned
+
+
+def _adopt(
+    path: str,
+    trees: set[str],
+    owned: dict[str, dict[str, str]],
+    theirs: dict[str, dict[str, str]],
+    ids: dict[str, str],
+    gitdirs: dict[str, str],
+) -> None:
+    """Take over the marks that another journal, whose sessions are all gone, holds for one of these work trees
+    under the name it had before a session moved it (found by its directory's device and inode): launches of the
+    moved root have a journal of their own, and the marks a session's end could not clear (another git's
+    index.lock) stayed set for good (red team: `mv p p2`, the lock left behind)."""
+    here = {t: i for t in trees if (i := _tree_id(t))}
+    for other in _journals(path):
+        doc = _load(other)
+        if _live_sessions(doc):
+            continue
+        o_owned, o_theirs = _entries(doc, "owned"), _entries(doc, "theirs")
+        o_ids, o_gitdirs = _ids(doc), _ids(doc, "gitdirs")
+        moved = {t: x for t in o_owned for x, i in here.items() if x != t and o_ids.get(t) == i}
+        if not moved:
+            continue
+        for t, x in moved.items():
+            owned.setdefault(x, {}).update(o_owned.pop(t))
+            theirs.setdefault(x, {}).update(o_theirs.pop(t, {}))
+            ids.setdefault(x, o_ids[t])
+            if o_gitdirs.get(t):
+                gitdirs.setdefault(x, o_gitdirs[t])
+        _save(other, o_owned, o_theirs, {}, o_ids, o_gitdirs)
 
 
 def _add(into: dict[str, set[str]], more: Mapping[str, Iterable[str]]) -> None:

@@ -972,3 +972,40 @@ def test_a_session_of_another_root_ending_never_clears_a_mark_this_session_needs
     assert ws.git("show", "HEAD:conf/prod.tfvars", cwd=tree).strip() == secret  # B's commit -a left the file as it was
     sessions_ended(ws)
     assert "H conf/prod.tfvars" in ws.git("ls-files", "-t", "conf", cwd=tree)  # and the last end cleared it
+
+
+@pytest.mark.parametrize("script", ["git mv e tmp && git mv d e", "git mv d tmp && git mv e d"])
+def test_a_mark_moved_onto_the_users_marked_path_is_told_apart_from_theirs(ws, firejail, script):
+    """d/conf.tfvars blocked (ai-sandbox's mark), e/conf.tfvars marked by the user; the session swaps their places
+    with git mv. Old code judged by path: ai-sandbox's mark stayed for good where the user's had been (hiding the
+    user's later edits from commit -a) and the user's own was cleared, silently. Now as the control run."""
+    for d, k in (("d", "d"), ("e", "e")):
+        ws.write(f"{d}/conf.tfvars", f'k = "{k}"\n')
+    ws.write(".ai-sandbox.toml", 'block = ["d/conf.tfvars"]\n')
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "two")
+    ws.git("update-index", "--skip-worktree", "e/conf.tfvars")
+    control = _copy(ws)
+    res = _session(ws, script)
+    _control(ws, control, script)
+    sessions_ended(ws)
+    assert _marks(ws, ws.repo) == _marks(ws, control)
+    assert "skip-worktree" not in res.err  # nothing doubtful to say
+
+
+def test_a_users_mark_that_cannot_be_told_from_ours_is_cleared_aloud(ws, firejail):
+    """s.tfvars blocked; d/u.txt marked by the user. The session untracks s.tfvars, gives d/u.txt another object
+    and moves it: neither mark is found by its object, and the one new marked entry may be either. Clearing it is
+    the side that shows (`git status`); leaving a mark of ours hides edits for good. Old code cleared it silently."""
+    ws.write("d/u.txt", "v1\n")
+    ws.write("s.tfvars", "k = 1\n")
+    ws.write(".ai-sandbox.toml", 'block = ["*.tfvars"]\n')
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "one")
+    ws.write("d/u.txt", "v2\n")
+    ws.git("commit", "-qam", "two")
+    ws.git("update-index", "--skip-worktree", "d/u.txt")
+    res = _session(ws, "git rm -q --cached --sparse s.tfvars; git reset -q HEAD~1 -- d/u.txt; git mv d d2")
+    sessions_ended(ws)
+    assert "H d2/u.txt" in _marks(ws, ws.repo)
+    assert "skip-worktree mark of d2/u.txt" in res.err and "one may have been yours" in res.err

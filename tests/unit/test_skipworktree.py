@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from ai_sandbox import skipworktree
 from ai_sandbox.git import Repo, Scan
 from ai_sandbox.policy import CRYPT, EXPLICIT, IGNORED, Mask, Policy
@@ -163,8 +165,66 @@ def test_a_mark_left_moved_by_a_killed_session_is_followed_by_the_next_launch(tm
     assert _flags(repo) == {"conf2/local.yml": "S", "conf2/prod.tfvars": "H"}
 
 
+def test_marks_left_by_a_session_that_moved_the_root_are_cleared_by_a_launch_at_its_new_place(tmp_path):
+    """Ninth red team: `mv p p2` inside, and another git's index.lock left behind, so the session's end kept the mark
+    and said "until the next launch clears it"; launches from p2 have a journal of their own, took the mark for the
+    user's, and never cleared it. Now a launch takes over a gone session's journal of the tree it moved from."""
+    repo, env = _conf(tmp_path)
+    skipworktree.protect(env, str(repo), _marks(repo, "conf/prod.tfvars"))
+    old = skipworktree.journal_path(env, str(repo))
+    doc = skipworktree._load(old)
+    skipworktree._save(  # the session is gone, its end could not clear the mark
+        old, skipworktree._entries(doc, "owned"), skipworktree._entries(doc, "theirs"), {}, skipworktree._ids(doc)
+    )
+    moved = tmp_path / "moved"
+    repo.rename(moved)
+    skipworktree.protect(env, str(moved), _marks(moved, "conf/prod.tfvars"))
+    assert not os.path.exists(old)  # taken over whole
+    doc = skipworktree._load(skipworktree.journal_path(env, str(moved)))
+    assert set(doc["owned"][str(moved)]) == {"conf/prod.tfvars"} and set(doc["theirs"][str(moved)]) == {
+        "conf/local.yml"
+    }
+    skipworktree.release(env, str(moved), os.getpid())
+    assert _flags(moved) == {"conf/local.yml": "S", "conf/prod.tfvars": "H"}
+
+
 def test_the_first_journals_lists_of_paths_still_load(tmp_path):
     path = tmp_path / "journal"
     path.write_text('{"owned":{"/p":["a"]}}')
     doc = skipworktree._load(str(path))
     assert skipworktree._entries(doc, "owned") == {"/p": {"a": ""}} and skipworktree._entries(doc, "theirs") == {}
+
+
+# --- _follow: whose mark is where after the session's git mv, as a control run without the sandbox has it ---------
+
+
+@pytest.mark.parametrize(
+    ("moves", "ours", "users"),
+    [
+        # ninth red team: ours (d/, object X) moved to where the user's was (e/, object Y), the user's moved aside
+        ({"tmp/c": "Y", "e/c": "X"}, {"e/c"}, {"tmp/c"}),
+        # the variant: ours moved aside, the user's moved to where ours was
+        ({"tmp/c": "X", "d/c": "Y"}, {"tmp/c"}, {"d/c"}),
+        # nothing moved
+        ({"d/c": "X", "e/c": "Y"}, {"d/c"}, {"e/c"}),
+    ],
+)
+def test_a_mark_of_ours_moved_onto_the_users_path_is_told_apart_by_its_object(moves, ours, users):
+    owned, theirs = {"d/c": "X"}, {"e/c": "Y"}
+    assert skipworktree._follow(owned, theirs, moves) == []
+    assert set(owned) == ours and set(theirs) == users
+
+
+def test_a_users_mark_gone_missing_with_one_of_ours_makes_what_is_taken_doubtful():
+    """Ninth red team: ours removed from the index (`git rm --cached`), the user's given another object (`git reset
+    REV -- PATH`) and moved (`git mv d d2`). Which new entry was whose cannot be told: all are taken (a mark of ours
+    left set hides the user's edits for good) and said, not silently."""
+    owned, theirs = {"s.tfvars": "S"}, {"d/u.txt": "U2"}
+    assert skipworktree._follow(owned, theirs, {"d2/u.txt": "U1"}) == ["d2/u.txt"]
+    assert owned == {"d2/u.txt": "U1"} and theirs == {}
+
+
+def test_a_mark_whose_object_a_reset_changed_stays_whoever_it_is():
+    owned, theirs = {"d/c": "X"}, {"e/c": "Y"}
+    assert skipworktree._follow(owned, theirs, {"d/c": "X2", "e/c": "Y2"}) == []
+    assert owned == {"d/c": "X"} and theirs == {"e/c": "Y2"}

@@ -125,6 +125,13 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
     for tree in marks.sparse:
         _refuse_sparse(tree)
     with _all_locked(path):
+        for tree, paths in needs.items():
+            if flagged.get(tree, set()) & set(paths):
+                # the scan ran before the locks: a session that ended since may have cleared a mark it saw set, and
+                # this launch must not take the mark as there (red team: `git status` inside showed it modified)
+                now = _flagged_now(tree)
+                flagged[tree] = {p for p in paths if p in now}
+                marks.marked[tree] = now
         doc = _load(path)
         live = _live_sessions(doc)
         owned, theirs = _entries(doc, "owned"), _entries(doc, "theirs")
@@ -232,7 +239,16 @@ def release(env: Mapping[str, str], root: str, pid: int, held: Held | None = Non
     (held: descriptors on them since the launch). Never raises: a bit left set is cleared by the next launch;
     one that cannot be cleared now is named in a line on stderr."""
     path = journal_path(env, root)
-    with contextlib.suppress(OSError, PolicyError, ValueError), _all_locked(path):
+    try:
+        _release(env, path, pid, held)
+    except PolicyError as e:  # a journal made unreadable from outside: the marks stay set, said (red team)
+        _line(f"git's skip-worktree marks of this session are still set: {e}")
+    except (OSError, ValueError):
+        pass
+
+
+def _release(env: Mapping[str, str], path: str, pid: int, held: Held | None) -> None:
+    with _all_locked(path):
         doc = _load(path)
         live = _live_sessions(doc)
         live.pop(str(pid), None)
@@ -423,10 +439,12 @@ def _journals(path: str) -> list[str]:
     enclosing project too)."""
     d, mine = os.path.split(path)
     try:
-        names = os.listdir(d)
+        with os.scandir(d) as it:
+            return sorted(
+                e.path for e in it if "." not in e.name and e.name != mine and e.is_file(follow_symlinks=False)
+            )
     except OSError:
         return []
-    return sorted(os.path.join(d, n) for n in names if "." not in n and n != mine)
 
 
 @contextlib.contextmanager
@@ -473,8 +491,13 @@ def _adopt(
         if not moved:
             continue
         for t, x in moved.items():
-            owned.setdefault(x, {}).update(o_owned.pop(t))
-            theirs.setdefault(x, {}).update(o_theirs.pop(t, {}))
+            if o_gitdirs.get(t, "") not in ("", _gitdir_id(x)):
+                continue  # another repository's index
+            # only what is still marked there, the same entry: a new repository that got a deleted one's inodes
+            # holds none of its marks, and its user's own must not be taken (red team)
+            now = _flagged_now(x)
+            owned.setdefault(x, {}).update({p: b for p, b in o_owned.pop(t).items() if b and now.get(p) == b})
+            theirs.setdefault(x, {}).update({p: b for p, b in o_theirs.pop(t, {}).items() if now.get(p) == b})
             ids.setdefault(x, o_ids[t])
             if o_gitdirs.get(t):
                 gitdirs.setdefault(x, o_gitdirs[t])
@@ -546,13 +569,18 @@ def _live_sessions(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _load(path: str) -> dict[str, Any]:
-    try:
-        with open(path, "rb") as f:
-            doc = json.loads(f.read())
+    try:  # a regular file only: a FIFO put there from outside would hang every launch (red team)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError):
-        doc = None
+    except OSError:
+        doc: Any = None
+    else:
+        with os.fdopen(fd, "rb") as f:
+            try:
+                doc = json.loads(f.read()) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else None
+            except (OSError, ValueError):
+                doc = None
     if not _well_formed(doc):
         raise PolicyError(
             f"cannot read {path}: it lists the git index marks ai-sandbox must clear",

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from ai_sandbox import records
@@ -178,17 +179,18 @@ def _read(path: str) -> bytes | None:
 
 
 def _triples(data: bytes | None) -> list[tuple[str, bytes, bytes]]:
-    """A record's (path, id of its directory, why); the second format had no why (b""), the first held paths only
-    (id b"" too)."""
+    """A record's (path, id of its directory, why); the second format had no why, the first held paths only (id b""):
+    their paths count as blocked, so the first launch after an upgrade never exempts one (red team: a format 2
+    record and `block = ["dist/"]` deleted showed the build output once)."""
     if not data:
         return []
     if data.startswith(MAGIC):
         parts = data[len(MAGIC) :].split(b"\0")
         return [(os.fsdecode(parts[i]), parts[i + 1], parts[i + 2]) for i in range(0, len(parts) - 2, 3)]
-    if data.startswith(MAGIC_2):
+    if data.startswith(MAGIC_2):  # what hid each path is not known: as a block (an allowlist never exempts it)
         parts = data[len(MAGIC_2) :].split(b"\0")
-        return [(os.fsdecode(parts[i]), parts[i + 1], b"") for i in range(0, len(parts) - 1, 2)]
-    return [(os.fsdecode(p), b"", b"") for p in data.split(b"\0") if p]
+        return [(os.fsdecode(parts[i]), parts[i + 1], BLOCKED) for i in range(0, len(parts) - 1, 2)]
+    return [(os.fsdecode(p), b"", BLOCKED) for p in data.split(b"\0") if p]
 
 
 def _entries(data: bytes | None) -> list[tuple[str, bytes]]:
@@ -631,9 +633,18 @@ def locked(path: str) -> Iterator[None]:
     import fcntl  # only when such a file changes
 
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    with open(path + ".lock", "wb") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    lock = path + ".lock"
+    try:  # never through a link, never truncating, never a FIFO's open that waits (red team)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise PolicyError(f"cannot open {lock}: {e.strerror}", "delete it (ai-sandbox makes it again)") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PolicyError(f"{lock} is not a regular file", "delete it (ai-sandbox makes it again)")
+        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(fd)
 
 
 def _update_index(index: str, change: Callable[[_Index], None]) -> None:

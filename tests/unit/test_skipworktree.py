@@ -7,6 +7,7 @@ import os
 import pytest
 
 from ai_sandbox import skipworktree
+from ai_sandbox.errors import PolicyError
 from ai_sandbox.git import Repo, Scan
 from ai_sandbox.policy import CRYPT, EXPLICIT, IGNORED, Mask, Policy
 
@@ -228,3 +229,61 @@ def test_a_mark_whose_object_a_reset_changed_stays_whoever_it_is():
     owned, theirs = {"d/c": "X"}, {"e/c": "Y"}
     assert skipworktree._follow(owned, theirs, {"d/c": "X2", "e/c": "Y2"}) == []
     assert owned == {"d/c": "X"} and theirs == {"e/c": "Y2"}
+
+
+# --- the tenth red team: the scan's view gone stale, journals from outside, inodes reused ---------------------------
+
+
+def test_a_mark_the_scan_saw_set_and_another_session_cleared_since_is_set_again(tmp_path):
+    """Session A's mark was set when launch B's scan ran; A ended before B's protect and cleared it. Old code took
+    the scan's word: B ran without the mark, and git inside saw the hidden file modified."""
+    repo, env = _conf(tmp_path)
+    _git(repo, "update-index", "--skip-worktree", "conf/prod.tfvars")  # A's mark, as B's scan sees it
+    marks = _marks(repo, "conf/prod.tfvars")
+    assert marks.flagged[str(repo)] == {"conf/prod.tfvars"}
+    _git(repo, "update-index", "--no-skip-worktree", "conf/prod.tfvars")  # A's end, before B's protect
+    skipworktree.protect(env, str(repo), marks)
+    assert _flags(repo)["conf/prod.tfvars"] == "S"
+    skipworktree.release(env, str(repo), os.getpid())
+    assert _flags(repo) == {"conf/local.yml": "S", "conf/prod.tfvars": "H"}
+
+
+@pytest.mark.parametrize("stray", ["fifo", "directory", "link"])
+def test_what_is_put_beside_the_journals_from_outside_never_hangs_or_blocks_a_launch(tmp_path, stray):
+    repo, env = _conf(tmp_path)
+    d = os.path.dirname(skipworktree.journal_path(env, str(repo)))
+    os.makedirs(d)
+    target = tmp_path / "precious"
+    target.write_text("keep me\n")
+    if stray == "fifo":
+        os.mkfifo(os.path.join(d, "abc"))
+    elif stray == "directory":
+        os.mkdir(os.path.join(d, "README"))
+    else:  # a lock file that is a link: never followed, never truncated
+        os.symlink(target, skipworktree.journal_path(env, str(repo)) + ".lock")
+    if stray == "link":
+        with pytest.raises(PolicyError, match="lock"):
+            skipworktree.protect(env, str(repo), _marks(repo, "conf/prod.tfvars"))
+        assert target.read_text() == "keep me\n"
+        return
+    skipworktree.protect(env, str(repo), _marks(repo, "conf/prod.tfvars"))
+    skipworktree.release(env, str(repo), os.getpid())
+    assert _flags(repo) == {"conf/local.yml": "S", "conf/prod.tfvars": "H"}
+
+
+def test_a_gone_sessions_journal_is_never_taken_over_by_a_tree_that_only_got_its_inode(tmp_path):
+    """A repository deleted with a mark kept, and a new one that got its directory's inode: old code took every
+    mark of the new one for ai-sandbox's (the old mark found nowhere) and cleared the user's own."""
+    repo, env = _conf(tmp_path)
+    st = os.lstat(repo)
+    gone = str(tmp_path / "gone")
+    skipworktree._save(
+        skipworktree.journal_path(env, gone),
+        {gone: {"conf/old.tfvars": "0" * 40}},
+        {},
+        {},
+        {gone: f"{st.st_dev}:{st.st_ino}"},
+    )
+    skipworktree.protect(env, str(repo), _marks(repo, "conf/prod.tfvars"))
+    skipworktree.release(env, str(repo), os.getpid())
+    assert _flags(repo) == {"conf/local.yml": "S", "conf/prod.tfvars": "H"}  # the user's own mark stays

@@ -380,15 +380,19 @@ def test_a_path_a_block_hid_is_never_exempt_because_an_allowlist_keeps_it_now(ro
     assert state.findings(_policy(root, kept=kept), env, root) == [f"{root}/secrets"]
 
 
-def test_a_record_of_the_second_format_is_read_with_no_why(root, env):
+def test_a_record_of_the_second_format_counts_every_path_as_blocked(root, env):
+    """Tenth red team: read as "ignored only", a format 2 record let the first launch after an upgrade exempt a
+    build output whose block a session had deleted."""
     path = state.record_path(env, root)
     os.makedirs(os.path.dirname(path))
     with open(path, "wb") as f:
         f.write(state.MAGIC_2 + f"{root}/.env\0{_id(root).decode()}\0{root}/secrets\0-\0".encode())
     assert state._entries(state._read(path)) == [(f"{root}/.env", _id(root)), (f"{root}/secrets", b"-")]
-    assert state._blocked(state._read(path)) == set()
+    assert state._blocked(state._read(path)) == {f"{root}/.env", f"{root}/secrets"}
     with pytest.raises(PolicyError, match="secrets was hidden at the last launch"):
         state.check(_policy(root, ".env"), env, root)
+    kept = (_kept(f"{root}/secrets", True, OUTPUT),)  # kept by an allowlist now: not exempt either
+    assert state.findings(_policy(root, ".env", kept=kept), env, root) == [f"{root}/secrets"]
     assert not state.check(_policy(root, ".env", "secrets/"), env, root).unchanged  # rewritten as the third
 
 

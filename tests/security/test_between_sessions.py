@@ -28,7 +28,7 @@ from tests.conftest import (
     sessions_ended,
     token,
 )
-from tests.security.test_record import _session, _show
+from tests.security.test_record import _refused_or_blind, _session, _show
 
 pytestmark = pytest.mark.sandbox
 
@@ -1009,3 +1009,20 @@ def test_a_users_mark_that_cannot_be_told_from_ours_is_cleared_aloud(ws, firejai
     sessions_ended(ws)
     assert "H d2/u.txt" in _marks(ws, ws.repo)
     assert "skip-worktree mark of d2/u.txt" in res.err and "one may have been yours" in res.err
+
+
+@pytest.mark.xfail(
+    strict=True, reason="known gap: a project's first launch takes its rules as another root's session left them"
+)
+def test_a_nested_clones_session_cannot_unhide_what_the_enclosing_project_never_launched_would_hide(ws, firejail):
+    """Found by make fuzz (the model's counterexample, shrunk): a session launched from the nested clone, before the
+    enclosing project's first launch, un-ignores the project's svc/.env; the project's first launch takes the rules
+    as they are, and shows it. Nothing ever hid it, so no record can refuse: closed only by containing the
+    session's writes to its own project (issue 27). Launch the enclosing project once before working in its clones."""
+    secret = token("SVCSECRET")
+    ws.write(".gitignore", ".env\n")
+    ws.write("svc/.env", secret + "\n")
+    lib = ws.repo / "lib"
+    _repo(ws, lib)
+    _session(ws, f"echo '!svc/.env' >> {ws.repo}/.gitignore", cwd=lib)
+    _refused_or_blind(_show(ws.run("--", "sh", "-c", "cat svc/.env; true")), secret)

@@ -305,7 +305,12 @@ class World:
             assert res.err.startswith("ai-sandbox: error:"), res.err
             PLAYED["refused"] += 1
             return True, []
-        self.covered |= set(scope)
+        # covered: what this launch hid (not readable when the session started); a secret the rules left readable
+        # at its first launch after another root's session stays exempt: nothing ever hid it (found by make fuzz:
+        # the clone's session un-ignored the project's svc/.env, or moved svc/ into node_modules/, before the
+        # project's first launch; the old model exempted it at that launch only)
+        start = res.out.split("@@start", 1)[0]
+        self.covered |= {s for s in scope if s not in start}
         self.untrusted |= set(self.secrets) - self.covered
         assert "@@end" in res.out, (res.rc, res.out, res.err)  # never ended midway (warn mode)
         codes = [ln[2:] for ln in res.out.splitlines() if ln.startswith("@@") and ln[2:].isdigit()]

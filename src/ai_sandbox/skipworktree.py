@@ -373,30 +373,31 @@ def _follow(owned: dict[str, str], theirs: dict[str, str], now: dict[str, str]) 
     at a path of the user's holding another object than theirs is new too (`git mv e tmp && git mv d e` put ours
     where theirs was: red team). The user's own marks follow to what is left, and where a mark of ours is found
     nowhere by its object, every entry newly marked is taken. Returns the entries taken where which of them held
-    our mark cannot be told: more of them than marks of ours to find, or a mark of the user's went missing too
-    (all are cleared, and said)."""
+    our mark cannot be told: more of them than marks of ours to find, or ours found nowhere, or both where ours
+    was and where its object went (all are cleared, and said)."""
     new = {p: blob for p, blob in now.items() if p not in owned and not (p in theirs and theirs[p] in ("", blob))}
     lost: dict[str, int] = {}
+    freed: dict[str, str] = {}  # paths of ours whose object went elsewhere while another object stands there
     for old, blob in list(owned.items()):
         if not blob:
             continue
         if old in now and now[old] != blob and blob in new.values():
-            new[old] = now[
-                old
-            ]  # ours went elsewhere, and another entry came to its path (`git mv d tmp && git mv e d`)
+            # ours went elsewhere, and another entry came to its path (`git mv d tmp && git mv e d`)
+            new[old] = now[old]
+            freed[old] = blob
         elif old in now:
             continue  # still here (`git reset REV -- PATH` gives it another object)
         del owned[old]
         lost[blob] = lost.get(blob, 0) + 1
     doubtful = []
+    took: dict[str, list[str]] = {}
     for blob, n in lost.items():
-        hits = [p for p, b in new.items() if b == blob]
+        hits = took[blob] = [p for p, b in new.items() if b == blob]
         for p in hits:
             owned[p] = blob
             del new[p]
         if len(hits) > n:
             doubtful += hits
-    missing = 0  # marks of the user's found nowhere
     for old, blob in list(theirs.items()):
         if old in now and old not in owned:
             new.pop(old, None)  # still marked where it was (`git reset REV -- PATH` gives it another object)
@@ -410,16 +411,20 @@ def _follow(owned: dict[str, str], theirs: dict[str, str], now: dict[str, str]) 
         if moved is not None:
             theirs[moved] = blob
             del new[moved]
-        else:
-            missing += 1
+    # a freed path no mark of the user's moved to is ours still: its object changed in place (`git reset REV --
+    # PATH`) and a decoy holding the old object was marked (red team: the bit stayed on the hidden file for good)
+    for old, blob in freed.items():
+        if old in new:
+            owned[old] = new.pop(old)
+            doubtful += [old, *took.get(blob, [])]
     # a mark of ours found nowhere by its object: the entry's object changed before git carried it (`git reset REV
-    # -- PATH`, then `git mv`: red team); every entry newly marked during the session may be it, and is taken
+    # -- PATH`, then `git mv`: red team); every entry newly marked during the session may be it, and is taken, and
+    # said: one may be the user's, marked outside during the session (red team)
     unfound = sum(lost.values()) - sum(1 for blob in owned.values() if blob in lost)
     if unfound > 0 and new:
         owned.update(new)
-        if len(new) > unfound or missing:
-            doubtful += list(new)
-    return doubtful
+        doubtful += list(new)
+    return sorted(set(doubtful))
 
 
 def _refuse_sparse(tree: str) -> None:

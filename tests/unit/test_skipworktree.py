@@ -287,3 +287,18 @@ def test_a_gone_sessions_journal_is_never_taken_over_by_a_tree_that_only_got_its
     skipworktree.protect(env, str(repo), _marks(repo, "conf/prod.tfvars"))
     skipworktree.release(env, str(repo), os.getpid())
     assert _flags(repo) == {"conf/local.yml": "S", "conf/prod.tfvars": "H"}  # the user's own mark stays
+
+
+def test_a_mark_whose_object_a_reset_changed_stays_ours_when_a_decoy_takes_its_old_object():
+    """Eleventh red team: `git reset HEAD~ -- .env` (the bit stays, the object changes), then a decoy marked with
+    .env's old object. Old code followed ours to the decoy only: .env kept the bit for good, silently."""
+    owned, theirs = {".env": "X"}, {}
+    assert skipworktree._follow(owned, theirs, {".env": "X2", "decoy": "X"}) == [".env", "decoy"]
+    assert set(owned) == {".env", "decoy"} and theirs == {}
+
+
+def test_entries_taken_because_a_mark_of_ours_went_missing_are_always_said():
+    """Eleventh red team: `git rm --cached --sparse .env` inside, and the user marking local.cfg outside meanwhile:
+    ours is found nowhere, and the one new entry, the user's, was taken silently."""
+    owned, theirs = {".env": "X"}, {}
+    assert skipworktree._follow(owned, theirs, {"local.cfg": "L"}) == ["local.cfg"]

@@ -193,18 +193,22 @@ print(json.dumps(dict(
 IDENTITIES = ["root", "user"] if IS_ROOT else ["self"]
 
 
-def sessions_ended(ws: Workspace, timeout: float = 20.0) -> None:
+def sessions_ended(ws: Workspace, timeout: float = 20.0, root: Path | None = None) -> None:
     """Wait until no session of the workspace's still holds index marks: under firejail the launch becomes
     firejail, and its watcher clears the marks only once the sandbox is gone, a moment after the launch returned
-    (longer on a busy machine than any fixed sleep). Marks still held after `timeout` are a defect, not a wait."""
+    (longer on a busy machine than any fixed sleep). Marks still held after `timeout` are a defect, not a wait.
+    root: only the sessions launched from there (another root's may still run)."""
+    from ai_sandbox.paths import project_key
+
     journals = ws.home / ".local" / "state" / "ai-sandbox" / "skip-worktree"
+    only = project_key(os.path.realpath(root)) if root is not None else None
     deadline = time.monotonic() + timeout
     held: list[str] = []
     while True:
         held = []
         for f in sorted(journals.iterdir()) if journals.is_dir() else []:
-            if f.name.endswith(".lock"):
-                continue  # the journal's lock file: empty, never a session
+            if f.name.endswith(".lock") or (only is not None and f.name != only):
+                continue  # the journal's lock file (empty, never a session), or another root's journal
             try:
                 if json.loads(f.read_bytes()).get("sessions"):
                     held.append(f.name)

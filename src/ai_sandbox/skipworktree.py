@@ -124,7 +124,7 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
         return  # the usual launch: no hidden tracked file, nothing left behind
     for tree in marks.sparse:
         _refuse_sparse(tree)
-    with _all_locked(path):
+    with _all_locked(path) as others:
         for tree, paths in needs.items():
             if flagged.get(tree, set()) & set(paths):
                 # the scan ran before the locks: a session that ended since may have cleared a mark it saw set, and
@@ -136,8 +136,8 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
         live = _live_sessions(doc)
         owned, theirs = _entries(doc, "owned"), _entries(doc, "theirs")
         ids, gitdirs = _ids(doc), _ids(doc, "gitdirs")
-        _adopt(path, {root, *needs}, owned, theirs, ids, gitdirs)
-        keep, shared = _others(path)
+        _adopt(others, {root, *needs}, owned, theirs, ids, gitdirs)
+        keep, shared = _others(others)
         _add(keep, _needed(live))
         _add(keep, {tree: set(paths) for tree, paths in needs.items()})
         ours = _clear_unneeded(env, owned, theirs, keep, ids=ids, gitdirs=gitdirs)
@@ -248,13 +248,13 @@ def release(env: Mapping[str, str], root: str, pid: int, held: Held | None = Non
 
 
 def _release(env: Mapping[str, str], path: str, pid: int, held: Held | None) -> None:
-    with _all_locked(path):
+    with _all_locked(path) as others:
         doc = _load(path)
         live = _live_sessions(doc)
         live.pop(str(pid), None)
         owned, theirs = _entries(doc, "owned"), _entries(doc, "theirs")
         ids, gitdirs = _ids(doc), _ids(doc, "gitdirs")
-        keep, _ = _others(path)
+        keep, _ = _others(others)
         _add(keep, _needed(live))
         cleared = Cleared()
         try:
@@ -453,28 +453,29 @@ def _journals(path: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def _all_locked(path: str) -> Iterator[None]:
+def _all_locked(path: str) -> Iterator[dict[str, dict[str, Any]]]:
     """This journal and every other one locked, always in the same order (no two launches wait for each other): a
-    session's end then sees every live session's needs, and a launch of another root never runs between."""
+    session's end then sees every live session's needs, and a launch of another root never runs between. Yields
+    the other journals, each read once (path -> its document)."""
+    others = _journals(path)
     with contextlib.ExitStack() as stack:
-        for p in sorted({path, *_journals(path)}):
+        for p in sorted({path, *others}):
             stack.enter_context(locked(p))
-        yield
+        yield {p: _load(p) for p in others}
 
 
-def _others(path: str) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+def _others(others: dict[str, dict[str, Any]]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """What the other journals' live sessions need, and the marks those journals hold (tree -> paths)."""
     need: dict[str, set[str]] = {}
     owned: dict[str, set[str]] = {}
-    for other in _journals(path):
-        doc = _load(other)
+    for doc in others.values():
         _add(need, _needed(_live_sessions(doc)))
         _add(owned, {tree: set(paths) for tree, paths in _entries(doc, "owned").items()})
     return need, owned
 
 
 def _adopt(
-    path: str,
+    others: dict[str, dict[str, Any]],
     trees: set[str],
     owned: dict[str, dict[str, str]],
     theirs: dict[str, dict[str, str]],
@@ -486,8 +487,7 @@ def _adopt(
     moved root have a journal of their own, and the marks a session's end could not clear (another git's
     index.lock) stayed set for good (red team: `mv p p2`, the lock left behind)."""
     here = {t: i for t in trees if (i := _tree_id(t))}
-    for other in _journals(path):
-        doc = _load(other)
+    for other, doc in others.items():
         if _live_sessions(doc):
             continue
         o_owned, o_theirs = _entries(doc, "owned"), _entries(doc, "theirs")
@@ -507,6 +507,7 @@ def _adopt(
             if o_gitdirs.get(t):
                 gitdirs.setdefault(x, o_gitdirs[t])
         _save(other, o_owned, o_theirs, {}, o_ids, o_gitdirs)
+        others[other] = _load(other)  # what is left of it, for the needs and marks of the others
 
 
 def _add(into: dict[str, set[str]], more: Mapping[str, Iterable[str]]) -> None:

@@ -10,7 +10,6 @@ the same commands ran without any sandbox. Secrets are fresh random strings no s
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -906,19 +905,6 @@ def test_a_block_deleted_from_inside_never_leaves_a_build_output_readable(ws, fi
     assert secret in _show(ws.run("--", "sh", "-c", "cat app.log dist/bundle.js")).out
 
 
-def _journal_idle(ws: Workspace, root: Path, timeout: float = 20.0) -> None:
-    """Wait until the journal of launches from root names no live session (its session's end is done)."""
-    import hashlib
-    import json
-
-    key = hashlib.sha256(os.fsencode(os.path.realpath(root))).hexdigest()[:24]
-    journal = ws.home / ".local" / "state" / "ai-sandbox" / "skip-worktree" / key
-    deadline = time.monotonic() + timeout
-    while journal.exists() and json.loads(journal.read_bytes() or b"{}").get("sessions"):
-        assert time.monotonic() < deadline, f"the session from {root} never ended"
-        time.sleep(0.05)
-
-
 @pytest.mark.parametrize("where", ["worktree", "nested-clone"])
 def test_a_session_of_another_root_ending_never_clears_a_mark_this_session_needs(ws, firejail, where):
     """Session A from the main checkout (or the enclosing project) marks the worktree's (the nested clone's) hidden
@@ -963,7 +949,7 @@ def test_a_session_of_another_root_ending_never_clears_a_mark_this_session_needs
     finally:
         (flags / "a-end").touch()
         a.join(60)
-    _journal_idle(ws, ws.repo)  # A's end is done: its marks are cleared, or kept for B
+    sessions_ended(ws, root=ws.repo)  # A's end is done: its marks are cleared, or kept for B
     (flags / "b-go").touch()
     b.join(60)
     res = _show(results[0])

@@ -288,12 +288,12 @@ def run(req: Request) -> int:
     # The watcher first: a closed terminal's SIGHUP between setting the marks and forking it would leave them
     # set with nobody to clear them (the watcher ignores it and clears them once this process is gone).
     ended = None
-    if prepared.policy.masks or needs:
+    if prepared.policy.masks or needs or rec.guarded:
         from ai_sandbox import watch
 
         ended = watch.start(
             prepared.policy, prepared.on_hidden_change, state.moved_log(req.env, root), on_end=end, background=refresh,
-            seen=prepared.seen,
+            seen=prepared.seen, guarded=rec.guarded,
         )  # fmt: skip
     skipworktree.protect(req.env, root, prepared.marks)
     if prepared.plan.supervised:

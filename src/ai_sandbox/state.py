@@ -59,6 +59,7 @@ from ai_sandbox.policy import GLOBAL, IGNORED, MERGED, UNHIDDEN, Notice, Policy
 MAGIC = b"ai-sandbox hidden 3\0"  # then (path, "DEV:INO" of its directory or "-", why) triples, NUL-terminated
 MAGIC_2 = b"ai-sandbox hidden 2\0"  # the format before: (path, directory id) pairs
 IGNORED_ONLY, BLOCKED = b"i", b"b"  # why: git ignores it (an allowlist may keep it); a rule no allowlist overrides
+LOCKS = "locks"  # <state>/locks: every lock file, hidden inside the sandbox
 GLOBAL_RECORD = "global"  # hidden/global: the global blocks outside the project, one record for every project
 
 
@@ -206,7 +207,11 @@ def _blocked(data: bytes | None) -> set[str]:
 
 def load(path: str) -> list[str]:
     """The paths a record holds."""
-    return [p for p, _ in _entries(_read(path))]
+    return load_paths(_read(path))
+
+
+def load_paths(data: bytes | None) -> list[str]:
+    return [p for p, _ in _entries(data)]
 
 
 def _dir_id(path: str, ids: dict[str, bytes]) -> bytes:
@@ -523,6 +528,11 @@ class Record:
     global_content: bytes = b""  # this launch's global blocks outside the project
     global_unchanged: bool = True
     covers: set[str] = records.factory(set)  # the other checkouts whose paths this launch hid
+    # other roots whose records apply here: their log (moved_log) -> each directory their record holds a path in ->
+    # its id now. The session's watcher notes those that move, in a log of that root (watch.py): a session of a
+    # nested clone moving the enclosing project's svc/ out of it left the project's next launch nothing to say
+    # where it went, nor that a session moved it (found by make fuzz)
+    guarded: dict[str, dict[str, bytes]] = records.factory(dict)
 
 
 def _examine(
@@ -562,6 +572,9 @@ def _examine(
             if entries:
                 sources.append((r, entries, _mtime(record_path(env, r)), within))
                 was_blocked |= _blocked(data)
+            dirs = {_dirname(p) for p in load_paths(data)}
+            if dirs:
+                rec.guarded[moved_log(env, r)] = {d: _dir_id(d, ids) for d in sorted(dirs)}
     if before != now:
         sources.insert(0, (root, _entries(before), _mtime(path), ()))
         was_blocked |= _blocked(before)
@@ -627,13 +640,23 @@ def _drop(path: str) -> None:
         os.unlink(path)
 
 
+def lock_path(path: str) -> str:
+    """The lock of `<state>/<kind>/<name>`: `<state>/locks/<kind>.<name>.lock`. The locks directory is hidden
+    inside the sandbox (backends/host.py): flock needs only a descriptor, and an agent that took the locks made
+    every other launch with hidden tracked files, and every session end, wait for as long as it held them
+    (eleventh red team)."""
+    kind = os.path.dirname(path)
+    return os.path.join(os.path.dirname(kind), LOCKS, f"{os.path.basename(kind)}.{os.path.basename(path)}.lock")
+
+
 @contextlib.contextmanager
 def locked(path: str) -> Iterator[None]:
-    """An exclusive lock on `<path>.lock` for a read-modify-write of path by concurrent launches."""
+    """An exclusive lock (lock_path) for a read-modify-write of path by concurrent launches."""
     import fcntl  # only when such a file changes
 
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    lock = path + ".lock"
+    lock = lock_path(path)
+    os.makedirs(os.path.dirname(lock), mode=0o700, exist_ok=True)
     try:  # never through a link, never truncating, never a FIFO's open that waits (red team)
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
     except OSError as e:

@@ -24,11 +24,11 @@ import select
 import signal
 import struct
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.fs import write_atomic
-from ai_sandbox.idents import Snapshot
+from ai_sandbox.idents import NONE, Snapshot
 from ai_sandbox.policy import Policy
 
 RECHECK = 2.0  # seconds between full re-checks
@@ -46,29 +46,28 @@ def start(
     on_end: Callable[[int], None] | None = None,
     background: Callable[[], None] | None = None,
     seen: Snapshot | None = None,
+    guarded: Mapping[str, Mapping[str, bytes]] | None = None,
 ) -> Callable[[], None] | None:
     """Fork the watcher for this process, which is about to become the sandbox; returns in the parent.
     mode is config's on_hidden_change: "end" the session, or "warn". on_end(pid) runs once the sandbox is gone
     (the index marks of skipworktree.py are cleared there). background runs once, in a process of its own at
     low priority, while the agent starts (the history walk of history.py: seconds on a large repository).
     seen: the launch's one look at the masks (idents.py), what each path must still be; None: a look now.
+    guarded: other roots' logs (state.moved_log) -> the directories their records hold paths in -> each one's
+    id as the launch check saw it; the watcher notes in that root's log those that moved during the session.
     Returns what tells the watcher that this process ran on_end itself (a supervised launch ends the session
     as soon as the sandbox is gone: done twice, its line came twice); a process that execs or dies without
     calling it leaves on_end to the watcher."""
-    if not policy.masks and on_end is None:
+    if not policy.masks and on_end is None and not guarded:
         return None
     target = os.getpid()
     paths = [m.path for m in policy.masks]
     if moved_log and paths:
         moved_log = f"{moved_log}.{target}"
-        try:
-            write_atomic(moved_log, b"*\0")  # until the watcher says otherwise: anything may have moved
-        except OSError as e:
-            raise UnavailableError(
-                f"cannot write {moved_log}: {e.strerror}",
-                "free some space (or fix the permissions of ai-sandbox's state directory): a launch must be able "
-                "to note what a session moves",
-            ) from None
+        _any(moved_log)
+    theirs = {f"{log}.{target}": _looks(dirs) for log, dirs in (guarded or {}).items()}
+    for log in theirs:
+        _any(log)
     # Blocked across the fork, until the child ignores them: a SIGHUP to the group right after the fork (a
     # terminal closed as the agent starts) killed the watcher before it could ignore it, and the index
     # marks stayed until the next launch (seen under load in CI). The parent gets its pending ones after.
@@ -100,7 +99,7 @@ def start(
         if background is not None:
             _detach(background)
         known = {p: seen.files[p] if seen is not None and p in seen.files else _ident(p) for p in paths}
-        _child(paths, known, target, mode, moved_log)  # no paths (on_end only): it just outlives the sandbox
+        _child(paths, known, target, mode, moved_log, theirs)  # no paths (on_end only): it outlives the sandbox
     except BaseException:  # a watcher must never print a traceback over the agent's screen
         code = 1
     finally:
@@ -109,6 +108,36 @@ def start(
                 on_end(target)
         finally:
             os._exit(code)
+
+
+def _any(log: str) -> None:
+    """A session's log says "any hidden path may have moved" until its watcher says otherwise."""
+    try:
+        write_atomic(log, b"*\0")
+    except OSError as e:
+        raise UnavailableError(
+            f"cannot write {log}: {e.strerror}",
+            "free some space (or fix the permissions of ai-sandbox's state directory): a launch must be able "
+            "to note what a session moves",
+        ) from None
+
+
+_Look = dict[str, tuple[bytes, str]]  # directory -> (its id as the launch check saw it, where it really is)
+
+
+def _looks(dirs: Mapping[str, bytes]) -> _Look:
+    """Where each directory really is, now, before the sandbox starts (a link put above it later counts as a move)."""
+    return {d: (i, os.path.realpath(d)) for d, i in dirs.items()}
+
+
+def _moved_dirs(look: _Look) -> list[str]:
+    """The directories that are not what and where they were."""
+    out = []
+    for d, (was, real) in look.items():
+        now = _ident(d)
+        if (b"%d:%d" % now if now is not None else NONE) != was or os.path.realpath(d) != real:
+            out.append(d)
+    return out
 
 
 def _said(fd: int) -> bool:
@@ -169,7 +198,12 @@ def _ident(path: str) -> tuple[int, int] | None:
 
 
 def _child(
-    paths: list[str], known: dict[str, tuple[int, int] | None], target: int, mode: str, moved_log: str = ""
+    paths: list[str],
+    known: dict[str, tuple[int, int] | None],
+    target: int,
+    mode: str,
+    moved_log: str = "",
+    theirs: Mapping[str, _Look] | None = None,
 ) -> None:
     _outlive_signals()
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -183,6 +217,8 @@ def _child(
         _watch(paths, known, target, mode, alive, ifd, by_wd, fds)
     finally:  # the sandbox ended, or this session is being ended: a last look for what moved
         _settle_log(moved_log, _changed(paths, known, parents))
+        for log, look in (theirs or {}).items():
+            _settle_log(log, _moved_dirs(look))
 
 
 def _parents(paths: list[str]) -> dict[str, str]:

@@ -18,7 +18,8 @@ gaps stay out of the vocabulary, each said where it is left out.
 
 In `make test` a short, derandomized run (a few minutes in all); `make fuzz` (AI_SANDBOX_FUZZ_SECONDS) runs random
 sequences for as long as asked and prints how many sequences and launches it played. Every counterexample it
-finds becomes a plain test (tests/security/test_between_sessions.py).
+finds becomes a plain test: a replay of its shrunk sequence (COUNTEREXAMPLES, below), or a test of its own in
+tests/security/test_between_sessions.py.
 """
 
 from __future__ import annotations
@@ -62,13 +63,24 @@ GIT_ENV = {
 }  # fmt: skip
 
 # One system call each, so that an action either happens or fails whole (mv falls back to copying across mounts,
-# and a half-copied tree is no sandbox's doing).
+# and a half-copied tree is no sandbox's doing; a failed action is not replayed in the control: found by make fuzz,
+# a move into itself left the directories made for it, and a swap with them then passed inside only).
 FSOP = r"""
 import ctypes, os, sys
 op, a, b = sys.argv[1:]
-if op == "mv":
-    os.makedirs(os.path.dirname(os.path.abspath(b)), exist_ok=True)
-    os.rename(a, b)
+if op == "mv":  # the directories made for b are removed if the rename fails (mv into itself, a gone)
+    made, d = [], os.path.dirname(os.path.abspath(b))
+    while not os.path.lexists(d):
+        made.append(d)
+        d = os.path.dirname(d)
+    for d in reversed(made):
+        os.mkdir(d)
+    try:
+        os.rename(a, b)
+    except OSError:
+        for d in made:
+            os.rmdir(d)
+        raise
 else:
     libc = ctypes.CDLL(None, use_errno=True)
     sys.exit(0 if libc.renameat2(-100, a.encode(), -100, b.encode(), 2) == 0 else 1)  # RENAME_EXCHANGE
@@ -446,6 +458,12 @@ class Sessions(RuleBasedStateMachine):
     @precondition(lambda self: not self.refused)
     @rule(actions=SESSIONS, where=WHERE)
     def session(self, actions: list[str], where: str) -> None:
+        if where == "wt":  # git in the main checkout, where its hidden directories are read-only masks (GAPS)
+            actions = [a for a in actions if a != "git reset -q --hard"]
+        self.play(actions, where)
+
+    def play(self, actions: list[str], where: str) -> None:
+        """One session, and the control's replay of what succeeded in it."""
         hidden = self.world.hidden(where) if "git add -A" in actions else []
         self.refused, ok = self.world.session(actions, where)
         if self.refused:
@@ -496,3 +514,65 @@ def test_no_session_can_unhide_a_secret_or_change_the_repository_unlike_the_cont
             run_state_machine_as_test(machine, settings=settings(fast, derandomize=False, max_examples=20))
     played = {k: v - before[k] for k, v in PLAYED.items()}
     print(f"\nmodel ({identity}, {backend}): {played} in {time.monotonic() - start:.0f} s")
+
+
+# What `make fuzz` found, shrunk: (where, actions) per session, replayed as they are on every backend and identity.
+COUNTEREXAMPLES = {
+    # the clone's session moved the project's svc/ (which it does not hide) out of the project: the project's next
+    # launch found the recorded directory nowhere, and no log of its own named it
+    "a clone's session carries the project's hidden directory out": [
+        ("lib", []),
+        ("", []),
+        ("lib", ["python3 $OUT/../fsop.py mv svc $OUT/stash"]),
+        ("", []),
+    ],
+    "a clone's session carries it out, then the clone launches again": [
+        ("lib", []),
+        ("", []),
+        ("lib", ["python3 $OUT/../fsop.py mv svc $OUT/stash"]),
+        ("lib", []),
+        ("", []),
+    ],
+    # the clone's session unstaged svc/app.py and excluded svc/ (.git/info/exclude: every checkout's), the
+    # project's edited .gitignore; a session launched from the worktree ran `git reset --hard` in the main checkout:
+    # another checkout's hidden directory is a read-only mask, and git stopped there, .gitignore reset but not the
+    # index (a documented gap: GAPS)
+    "a reset from the worktree after the clone's session excluded a directory": [
+        ("lib", ["mkdir -p svc/sub && echo x > svc/sub/new.txt", "git rm -q --cached svc/app.py",
+                 "echo svc/ >> .git/info/exclude"]),
+        ("", ["echo .gemini/ >> .gitignore"]),
+        ("wt", ["git reset -q --hard"]),
+    ],
+    # src/ swapped with svc/ after src/ was moved into itself: svc/app.py missing after the session, not named
+    "a directory swapped with one a failed move left in place": [
+        ("", ["python3 $OUT/../fsop.py mv src svc2"]),
+        ("", ["python3 $OUT/../fsop.py mv src src/deep/moved", "python3 $OUT/../fsop.py swap svc src"]),
+    ],
+}  # fmt: skip
+
+
+# Counterexamples that are documented gaps (docs/threat-model.md): strict xfails, which fail once the gap closes.
+GAPS = {
+    "a reset from the worktree after the clone's session excluded a directory": "known gap: git midway at a read-only"
+    " mask (another checkout's hidden directory, from a session launched in a linked worktree)",
+}
+
+
+@pytest.mark.parametrize("case", list(COUNTEREXAMPLES))
+@pytest.mark.parametrize("identity", IDENTITIES)
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_what_make_fuzz_found_holds(identity, backend, case, request):
+    if case in GAPS:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=GAPS[case]))
+    require("git")
+    if backend == "bwrap":
+        require("bwrap")
+    machine = type("S", (Sessions,), {"identity": identity, "backend": backend})()
+    try:
+        machine.make_world()
+        for where, actions in COUNTEREXAMPLES[case]:
+            if machine.refused:
+                break
+            machine.play(actions, where)
+    finally:
+        machine.teardown()

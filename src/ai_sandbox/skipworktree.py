@@ -140,7 +140,9 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
         keep, shared = _others(others)
         _add(keep, _needed(live))
         _add(keep, {tree: set(paths) for tree, paths in needs.items()})
-        ours = _clear_unneeded(env, owned, theirs, keep, ids=ids, gitdirs=gitdirs)
+        dropped: dict[str, set[str]] = {}
+        ours = _clear_unneeded(env, owned, theirs, keep, ids=ids, gitdirs=gitdirs, dropped=dropped)
+        _forget(others, dropped)
         # what git listed as flagged and ai-sandbox did not set (nor found moved) is the user's; what another
         # root's launch set is ai-sandbox's: this session owns it too when it needs it, and whichever session ends
         # last clears it (old code took it for the user's, and the other session's end cleared it under this
@@ -257,11 +259,15 @@ def _release(env: Mapping[str, str], path: str, pid: int, held: Held | None) -> 
         keep, _ = _others(others)
         _add(keep, _needed(live))
         cleared = Cleared()
+        dropped: dict[str, set[str]] = {}
         try:
             moved = held.now() if held else {}
-            _clear_unneeded(env, owned, theirs, keep, wait=10.0, moved=moved, out=cleared, ids=ids, gitdirs=gitdirs)
+            _clear_unneeded(
+                env, owned, theirs, keep, wait=10.0, moved=moved, out=cleared, ids=ids, gitdirs=gitdirs, dropped=dropped
+            )
         finally:
             _save(path, owned, theirs, live, ids, gitdirs)
+            _forget(others, dropped)
             cleared.say()
 
 
@@ -312,6 +318,7 @@ def _clear_unneeded(
     out: Cleared | None = None,
     ids: dict[str, str] | None = None,
     gitdirs: dict[str, str] | None = None,
+    dropped: dict[str, set[str]] | None = None,
 ) -> dict[str, set[str]]:
     """Clear the marks ai-sandbox set that no live session needs, wherever git carried them. owned and theirs
     (tree -> path -> object id) are updated: a mark found moved is followed to its new path. moved: where a work
@@ -319,7 +326,8 @@ def _clear_unneeded(
     directory each tree was when its marks were set: one no longer there is never asked by path (an empty
     directory put in its place lists nothing, a link leads to another repository: red team); gitdirs: the git
     directory whose index they are in: a `.git` file naming another repository's is never asked either (red
-    team). Returns every path that held a mark of ai-sandbox's, before or after the move."""
+    team). dropped: gets the marks cleared (tree -> paths), for the other journals to forget (_forget). Returns
+    every path that held a mark of ai-sandbox's, before or after the move."""
     ours = {tree: set(paths) for tree, paths in owned.items()}
     ids = {} if ids is None else ids
     gitdirs = {} if gitdirs is None else gitdirs
@@ -354,6 +362,8 @@ def _clear_unneeded(
                 continue
         if doubtful and out is not None:
             out.doubtful[where] = sorted(set(doubtful) & set(drop))
+        if dropped is not None:
+            dropped.setdefault(tree, set()).update(drop)
         for p in drop:
             del owned[tree][p]
         if not owned[tree]:
@@ -508,6 +518,24 @@ def _adopt(
                 gitdirs.setdefault(x, o_gitdirs[t])
         _save(other, o_owned, o_theirs, {}, o_ids, o_gitdirs)
         others[other] = _load(other)  # what is left of it, for the needs and marks of the others
+
+
+def _forget(others: dict[str, dict[str, Any]], dropped: dict[str, set[str]]) -> None:
+    """Drop the marks just cleared from the other journals: a session of another root that needed one too, and
+    ended first, kept it in its journal, and a mark the user set later at that path, on that object, was then taken
+    for ai-sandbox's and cleared (eleventh red team: `commit -a` committed the user's local secret)."""
+    for other, doc in others.items():
+        owned = _entries(doc, "owned")
+        gone = {t: {p for p in paths if p in dropped.get(t, set())} for t, paths in owned.items()}
+        if not any(gone.values()):
+            continue
+        for t, paths in gone.items():
+            for p in paths:
+                del owned[t][p]
+            if not owned[t]:
+                del owned[t]
+        _save(other, owned, _entries(doc, "theirs"), doc.get("sessions", {}), _ids(doc), _ids(doc, "gitdirs"))
+        others[other] = _load(other)
 
 
 def _add(into: dict[str, set[str]], more: Mapping[str, Iterable[str]]) -> None:

@@ -1012,3 +1012,101 @@ def test_a_nested_clones_session_cannot_unhide_what_the_enclosing_project_never_
     _repo(ws, lib)
     _session(ws, f"echo '!svc/.env' >> {ws.repo}/.gitignore", cwd=lib)
     _refused_or_blind(_show(ws.run("--", "sh", "-c", "cat svc/.env; true")), secret)
+
+
+# --- the eleventh red team's two open findings ---------------------------------------------------------------
+
+
+def _two_roots_at_once(ws: Workspace, wt: Path) -> None:
+    """A session from the main checkout and one from its linked worktree at once, the main checkout's ending first
+    (it keeps the marks the worktree's session still needs); then the worktree's ends."""
+    import threading
+
+    flags = ws.base / "flags"
+    flags.mkdir()
+
+    def session(name: str, cwd: Path) -> threading.Thread:
+        script = f"touch {flags}/{name}-in; while [ ! -e {flags}/{name}-end ]; do sleep 0.05; done"
+        t = threading.Thread(target=lambda: ws.run("--", "sh", "-c", script, cwd=cwd))
+        t.start()
+        deadline = time.monotonic() + 30
+        while not (flags / f"{name}-in").exists():
+            assert time.monotonic() < deadline, f"session {name} never started"
+            time.sleep(0.05)
+        return t
+
+    a = session("a", ws.repo)
+    b = session("b", wt)
+    (flags / "a-end").touch()
+    a.join(60)
+    sessions_ended(ws, root=ws.repo)
+    (flags / "b-end").touch()
+    b.join(60)
+    sessions_ended(ws)
+
+
+def test_the_first_of_two_roots_sessions_to_end_never_takes_a_mark_the_user_sets_later(ws, firejail):
+    """Eleventh red team: the main checkout's session and the worktree's both marked the main checkout's hidden
+    tracked file; the first to end kept the mark in its journal (the other needed it), the last cleared it. Old
+    code left the entry in the first's journal: a mark the user set later at that path, on the same object, was
+    taken for ai-sandbox's and cleared at the main checkout's next session end (and `commit -a` then committed the
+    user's local secret). A mark a session end clears is dropped from every journal."""
+    secret = token("TFSECRET")
+    _conf_repo(ws, ws.repo, secret)
+    wt = ws.base / "wt"
+    ws.git("worktree", "add", "-q", "-b", "wb", str(wt))
+    _two_roots_at_once(ws, wt)
+    assert "H conf/prod.tfvars" in _marks(ws, ws.repo)
+    ws.git("update-index", "--skip-worktree", "conf/prod.tfvars")  # the user's own, as before any session
+    _show(ws.run("--", "true"))
+    sessions_ended(ws)
+    assert "S conf/prod.tfvars" in _marks(ws, ws.repo)  # still the user's
+
+
+def test_a_session_cannot_hold_the_locks_other_launches_wait_for(ws, firejail):
+    """Eleventh red team: the journals' and the index's lock files were readable inside, and an agent that took
+    them (flock needs only a descriptor) made every other launch with hidden tracked files, and every session end,
+    wait for as long as it held them. The lock files are hidden inside: the session can open none of them, and
+    another project's launch meanwhile runs at once."""
+    import threading
+
+    secret = token("TFSECRET")
+    _conf_repo(ws, ws.repo, secret)
+    other = ws.base / "other"
+    _repo(ws, other)
+    _conf_repo(ws, other, token("OTHERSECRET"))
+    _show(ws.run("--", "true", cwd=other))  # every lock file there is, made
+    sessions_ended(ws)
+    state = ws.home / ".local" / "state" / "ai-sandbox"
+    locks = sorted(str(p) for p in state.rglob("*.lock"))
+    assert locks
+    grab = (
+        "import fcntl, os, sys, time\n"
+        "for p in sys.argv[2:]:\n"
+        "    try:\n"
+        "        fcntl.flock(os.open(p, os.O_RDONLY), fcntl.LOCK_EX)\n"
+        "        print('@@held', p, flush=True)\n"
+        "    except OSError as e:\n"
+        "        print('@@refused', p, e.strerror, flush=True)\n"
+        "open(sys.argv[1] + '/in', 'w').close()\n"
+        "end = time.monotonic() + 20\n"
+        "while not os.path.exists(sys.argv[1] + '/done') and time.monotonic() < end:\n"
+        "    time.sleep(0.05)\n"
+    )
+    flags = ws.base / "flags"
+    flags.mkdir()
+    held: list[Result] = []
+    t = threading.Thread(target=lambda: held.append(ws.run("--", PY, "-c", grab, str(flags), *locks)))
+    t.start()
+    deadline = time.monotonic() + 30
+    while not (flags / "in").exists():
+        assert time.monotonic() < deadline, "the session never started"
+        time.sleep(0.05)
+    try:
+        res = ws.run("--", "true", cwd=other, timeout=10)  # waited as long as the session held the locks
+    finally:
+        (flags / "done").touch()
+        t.join(60)
+    assert "@@held" not in held[0].out, held[0].out
+    assert held[0].out.count("@@refused") == len(locks)
+    assert res.rc == 0, res.err

@@ -74,7 +74,8 @@ def test_every_renamable_directory_above_ais_own_files_is_anchored(tmp_path, mon
     assert str(home) in own.anchors and "/" not in own.anchors
     assert not set(own.anchors) & set(own.protect)
     assert own.anchors == sorted(own.anchors, key=lambda p: (len(p), p))  # a parent before what it holds
-    assert own.hide == [str(home / ".local" / "state" / "ai-sandbox" / "parsed")]
+    state = home / ".local" / "state" / "ai-sandbox"
+    assert own.hide == [str(state / "parsed"), str(state / "locks")]  # the parse cache, the lock files
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ai_sandbox import skipworktree
+from ai_sandbox import skipworktree, state
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.git import Repo, Scan
 from ai_sandbox.policy import CRYPT, EXPLICIT, IGNORED, Mask, Policy
@@ -260,7 +260,9 @@ def test_what_is_put_beside_the_journals_from_outside_never_hangs_or_blocks_a_la
     elif stray == "directory":
         os.mkdir(os.path.join(d, "README"))
     else:  # a lock file that is a link: never followed, never truncated
-        os.symlink(target, skipworktree.journal_path(env, str(repo)) + ".lock")
+        lock = state.lock_path(skipworktree.journal_path(env, str(repo)))
+        os.makedirs(os.path.dirname(lock))
+        os.symlink(target, lock)
     if stray == "link":
         with pytest.raises(PolicyError, match="lock"):
             skipworktree.protect(env, str(repo), _marks(repo, "conf/prod.tfvars"))

@@ -43,7 +43,8 @@ def own_files(
     to (a dotfiles checkout), and the code the next launch runs — ai-sandbox's package, its environment
     (sys.prefix, the user site-packages it may live in), the interpreter's installation and the directory
     its sitecustomize links to, the shipped profiles — unless the project is a checkout of ai-sandbox itself, being worked on. Hidden: the
-    parsed-config cache (parses of config files, which may be hidden ones). Anchored: every directory
+    parsed-config cache (parses of config files, which may be hidden ones) and the lock files (a session holding
+    one would make other launches wait). Anchored: every directory
     above those that the agent could rename, since a read-only mount moves along with a renamed parent
     (`mv ~/.local ~/.l2` then a fresh ~/.local/state would have wiped the record). Refused: a link the
     agent could replace on the way to the config, state or cache directory (`~/.config -> dotfiles/…`),
@@ -78,7 +79,8 @@ def own_files(
     anchors = sorted(renamable - set(protect), key=lambda p: (len(p), p))
     for a in anchors:
         _expressible(a, unexpressible)
-    return OwnFiles(dirs, protect, [os.path.join(dirs[1], "parsed")], anchors, uid == 0)
+    locks = os.path.join(dirs[1], "locks")  # state.lock_path: a session holding one would stall other launches
+    return OwnFiles([*dirs, locks], protect, [os.path.join(dirs[1], "parsed"), locks], anchors, uid == 0)
 
 
 def _startup_hooks_outside() -> list[str]:

@@ -174,8 +174,9 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
             live[str(os.getpid())] = {"start": _start_time(os.getpid()), "needs": needs}
         _save(path, owned, theirs, live, ids, gitdirs)
         try:
+            deadline = time.monotonic() + _LOCK_WAIT
             for tree, paths in todo.items():
-                _update_index(env, tree, "--skip-worktree", paths, _LOCK_WAIT)
+                _update_index(env, tree, "--skip-worktree", paths, deadline)
         except PolicyError:  # no session runs: what was set stays recorded, for the next launch to clear
             live.pop(str(os.getpid()), None)
             _save(path, owned, theirs, live, ids, gitdirs)
@@ -326,9 +327,36 @@ def _clear_unneeded(
     directory each tree was when its marks were set: one no longer there is never asked by path (an empty
     directory put in its place lists nothing, a link leads to another repository: red team); gitdirs: the git
     directory whose index they are in: a `.git` file naming another repository's is never asked either (red
-    team). dropped: gets the marks cleared (tree -> paths), for the other journals to forget (_forget). Returns
-    every path that held a mark of ai-sandbox's, before or after the move."""
+    team). dropped: gets every entry the journal no longer holds and no live session needs (tree -> paths), for the
+    other journals to forget (_forget). Returns every path that held a mark of ai-sandbox's, before or after the
+    move."""
     ours = {tree: set(paths) for tree, paths in owned.items()}
+    try:
+        return _clear(env, owned, theirs, keep, wait, moved, out, ids, gitdirs, ours)
+    finally:
+        # every entry this journal no longer holds, whether cleared, found nowhere (the agent took it out of the
+        # index) or followed elsewhere (its old path): another journal keeping it would take a mark the user sets
+        # there later for ai-sandbox's (twelfth red team)
+        if dropped is not None:
+            for tree, paths in ours.items():
+                gone = paths - set(owned.get(tree, {})) - keep.get(tree, set())
+                if gone:
+                    dropped.setdefault(tree, set()).update(gone)
+
+
+def _clear(
+    env: Mapping[str, str],
+    owned: dict[str, dict[str, str]],
+    theirs: dict[str, dict[str, str]],
+    keep: dict[str, set[str]],
+    wait: float,
+    moved: Mapping[str, str] | None,
+    out: Cleared | None,
+    ids: dict[str, str] | None,
+    gitdirs: dict[str, str] | None,
+    ours: dict[str, set[str]],
+) -> dict[str, set[str]]:
+    deadline = time.monotonic() + wait  # for every tree's index.lock together
     ids = {} if ids is None else ids
     gitdirs = {} if gitdirs is None else gitdirs
     for tree in list(owned):
@@ -351,7 +379,7 @@ def _clear_unneeded(
         still = sorted(p for p in drop if p in now)  # the agent may have removed the file from the index
         if still:
             try:
-                _update_index(env, where, "--no-skip-worktree", still, wait)
+                _update_index(env, where, "--no-skip-worktree", still, deadline)
             except PolicyError as e:
                 if out is None:
                     raise
@@ -362,8 +390,6 @@ def _clear_unneeded(
                 continue
         if doubtful and out is not None:
             out.doubtful[where] = sorted(set(doubtful) & set(drop))
-        if dropped is not None:
-            dropped.setdefault(tree, set()).update(drop)
         for p in drop:
             del owned[tree][p]
         if not owned[tree]:
@@ -561,10 +587,12 @@ def _index_listing(tree: str) -> bytes:
     return git.git_output(["ls-files", "-z", "--stage", "-t"], tree, timeout=git.QUICK)
 
 
-def _update_index(env: Mapping[str, str], tree: str, flag: str, paths: list[str], wait: float) -> None:
-    """One `update-index` for all paths; git's index.lock held by another git is waited for, then refused."""
+def _update_index(env: Mapping[str, str], tree: str, flag: str, paths: list[str], deadline: float) -> None:
+    """One `update-index` for all paths; git's index.lock held by another git is waited for until deadline
+    (time.monotonic), then refused. One deadline for all the trees of a launch or a session end: with a wait each,
+    an agent that left an index.lock in each of many worktrees held every journal's lock for that many waits, and
+    stalled every other launch (twelfth red team)."""
     data = b"".join(os.fsencode(p) + b"\0" for p in paths)
-    deadline = time.monotonic() + wait
     delay = 0.02
     while True:
         proc = git.index_write(["update-index", "-z", flag, "--stdin"], tree, data, cache_dir(env))

@@ -1017,17 +1017,20 @@ def test_a_nested_clones_session_cannot_unhide_what_the_enclosing_project_never_
 # --- the eleventh red team's two open findings ---------------------------------------------------------------
 
 
-def _two_roots_at_once(ws: Workspace, wt: Path) -> None:
-    """A session from the main checkout and one from its linked worktree at once, the main checkout's ending first
-    (it keeps the marks the worktree's session still needs); then the worktree's ends."""
+def _two_roots_at_once(ws: Workspace, wt: Path, first: str = "main", then: str = "") -> None:
+    """A session from the main checkout and one from its linked worktree at once; first ("main" or "wt") ends first
+    (it keeps the marks the other's session still needs), then the other runs `then` and ends."""
     import threading
 
     flags = ws.base / "flags"
     flags.mkdir()
+    trees = {"main": ws.repo, "wt": wt}
+    last = "wt" if first == "main" else "main"
 
-    def session(name: str, cwd: Path) -> threading.Thread:
-        script = f"touch {flags}/{name}-in; while [ ! -e {flags}/{name}-end ]; do sleep 0.05; done"
-        t = threading.Thread(target=lambda: ws.run("--", "sh", "-c", script, cwd=cwd))
+    def session(name: str) -> threading.Thread:
+        act = f"; {then}" if name == last and then else ""
+        script = f"touch {flags}/{name}-in; while [ ! -e {flags}/{name}-end ]; do sleep 0.05; done{act}"
+        t = threading.Thread(target=lambda: ws.run("--", "sh", "-c", script, cwd=trees[name]))
         t.start()
         deadline = time.monotonic() + 30
         while not (flags / f"{name}-in").exists():
@@ -1035,13 +1038,12 @@ def _two_roots_at_once(ws: Workspace, wt: Path) -> None:
             time.sleep(0.05)
         return t
 
-    a = session("a", ws.repo)
-    b = session("b", wt)
-    (flags / "a-end").touch()
-    a.join(60)
-    sessions_ended(ws, root=ws.repo)
-    (flags / "b-end").touch()
-    b.join(60)
+    threads = {name: session(name) for name in ("main", "wt")}
+    (flags / f"{first}-end").touch()
+    threads[first].join(60)
+    sessions_ended(ws, root=trees[first])
+    (flags / f"{last}-end").touch()
+    threads[last].join(60)
     sessions_ended(ws)
 
 
@@ -1110,3 +1112,29 @@ def test_a_session_cannot_hold_the_locks_other_launches_wait_for(ws, firejail):
     assert "@@held" not in held[0].out, held[0].out
     assert held[0].out.count("@@refused") == len(locks)
     assert res.rc == 0, res.err
+
+
+UNMARKED = {
+    "removed": "git update-index --force-remove conf/prod.tfvars",
+    "moved": "b=$(git rev-parse :conf/prod.tfvars) && git update-index --force-remove conf/prod.tfvars && "
+    "git update-index --add --cacheinfo 100644,$b,env2 && git update-index --skip-worktree env2",
+}
+
+
+@pytest.mark.parametrize("how", list(UNMARKED))
+def test_a_mark_the_last_session_took_out_of_the_index_leaves_no_journal_holding_it(ws, firejail, how):
+    """Twelfth red team: the worktree's session ended first and kept the main checkout's mark (the main checkout's
+    session still needed it); that session's agent then took the marked entry out of the index (or moved it to
+    another path and marked that). Its end found the mark gone, or followed it, and the worktree's journal kept the
+    old entry: a mark the user set there later was taken for ai-sandbox's and cleared at the worktree's next launch.
+    Every entry a session end takes out of its journal is dropped from the others too."""
+    secret = token("TFSECRET")
+    _conf_repo(ws, ws.repo, secret)
+    wt = ws.base / "wt"
+    ws.git("worktree", "add", "-q", "-b", "wb", str(wt))
+    _two_roots_at_once(ws, wt, first="wt", then=UNMARKED[how])
+    ws.git("reset", "-q")  # the user restores the index
+    ws.git("update-index", "--skip-worktree", "conf/prod.tfvars")  # and marks the file, their own
+    _show(ws.run("--", "true", cwd=wt))
+    sessions_ended(ws)
+    assert "S conf/prod.tfvars" in _marks(ws, ws.repo)  # still the user's

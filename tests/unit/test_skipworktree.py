@@ -304,3 +304,25 @@ def test_entries_taken_because_a_mark_of_ours_went_missing_are_always_said():
     ours is found nowhere, and the one new entry, the user's, was taken silently."""
     owned, theirs = {".env": "X"}, {}
     assert skipworktree._follow(owned, theirs, {"local.cfg": "L"}) == ["local.cfg"]
+
+
+def test_index_locks_left_in_many_work_trees_are_waited_for_once_in_all(tmp_path):
+    """Twelfth red team: an agent left an index.lock in each of N worktrees; the session end waited for each in turn
+    (N x 10 s) while it held every journal's lock, and every other launch with hidden tracked files waited with it.
+    One deadline for all the trees: the marks it cannot clear stay set, and are said."""
+    import time
+
+    repos = []
+    for i in range(4):
+        (tmp_path / str(i)).mkdir()
+        repo, env = _conf(tmp_path / str(i))
+        _git(repo, "update-index", "--skip-worktree", "conf/prod.tfvars")
+        (repo / ".git" / "index.lock").write_text("")
+        repos.append(repo)
+    owned = {str(r): {"conf/prod.tfvars": ""} for r in repos}
+    out = skipworktree.Cleared()
+    start = time.monotonic()
+    skipworktree._clear_unneeded(env, owned, {}, {}, wait=1.0, out=out)
+    took = time.monotonic() - start
+    assert sorted(out.kept) == sorted(str(r) for r in repos)  # each kept, and said
+    assert took < 3.0, f"waited {took:.1f} s: once per tree (4 x 1 s) instead of once in all"

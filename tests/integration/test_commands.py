@@ -79,14 +79,15 @@ def test_explain_json_is_what_the_sandbox_enforces(ws_self, firejail):
         (f"{root}/infra/prod.tfvars", "explicit"),
         (f"{root}/creds.txt", "global"),
     }
-    # the profile the launch writes blacklists exactly these paths (and ai-sandbox's parse cache), and the
-    # launch check it writes verifies the same
+    # the profile the launch writes blacklists exactly these paths (and ai-sandbox's parse cache and lock files),
+    # and the launch check it writes verifies the same
     (profile,) = (c for p, c in doc["files"].items() if p.endswith(".profile"))
     (check,) = (c for p, c in doc["files"].items() if not p.endswith(".profile"))
-    own = str(ws_self.home / ".local" / "state" / "ai-sandbox" / "parsed")
+    state = ws_self.home / ".local" / "state" / "ai-sandbox"
+    own = {str(state / "parsed"), str(state / "locks")}
     blacklisted = {line.removeprefix("blacklist ") for line in profile.splitlines() if line.startswith("blacklist ")}
     scratch = {line.removeprefix("tmpfs ") for line in profile.splitlines() if line.startswith("tmpfs ")}
-    assert blacklisted | scratch == {p for p, _ in hidden} | {own} and not blacklisted & scratch
+    assert blacklisted | scratch == {p for p, _ in hidden} | own and not blacklisted & scratch
     assert scratch == {h["path"] for h in doc["hidden"] if h["writes"] == "scratch"}
     records = check.split("\n", 1)[1].split("\0")
     assert {r[1:] for r in records if r.startswith("M")} == blacklisted

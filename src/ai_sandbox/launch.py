@@ -293,7 +293,7 @@ def run(req: Request) -> int:
 
         ended = watch.start(
             prepared.policy, prepared.on_hidden_change, state.moved_log(req.env, root), on_end=end, background=refresh,
-            seen=prepared.seen, guarded=rec.guarded,
+            seen=prepared.seen, guarded=rec.guarded, record=rec.path,
         )  # fmt: skip
     skipworktree.protect(req.env, root, prepared.marks)
     if prepared.plan.supervised:

@@ -214,6 +214,12 @@ def load_paths(data: bytes | None) -> list[str]:
     return [p for p, _ in _entries(data)]
 
 
+def recorded(path: str) -> list[tuple[str, bytes]]:
+    """A record's (path, id of its directory as the launch that wrote it saw it): what the watcher compares at a
+    session's end (watch.py)."""
+    return _entries(_read(path))
+
+
 def _dir_id(path: str, ids: dict[str, bytes]) -> bytes:
     """b"DEV:INO" of a directory (remembered per launch: thousands of masks share a few hundred)."""
     got = ids.get(path)
@@ -386,6 +392,7 @@ def _judge(
     kept = _kept_by_code(policy) - set(blocked)
     lost: list[Lost] = []
     wanted: dict[bytes, list[tuple[str, str]]] = {}  # directory id -> (recorded path, owner), where it moved
+    vanished: list[tuple[str, str]] = []  # gone from a directory still in place
     since = {owner: when for owner, _, when, _ in sources}
     elsewhere = {
         (p, owner)
@@ -404,19 +411,20 @@ def _judge(
         for p, pid in entries:
             if _dir_moved(p, pid, ids):
                 wanted.setdefault(pid, []).append((p, owner))
+            elif (p, owner) not in elsewhere and pid and pid != _NONE and not os.path.lexists(p):
+                vanished.append((p, owner))  # deleted, or moved away whole by a session that did not hide it
+                continue
             if (p, owner) not in elsewhere and policy.hidden(p) is None and p not in kept and os.path.lexists(p):
                 lost.append(Lost(p, why, p, owner))
+    nowhere: list[tuple[str, str]] = []
     if wanted:
         found, nowhere = _moved(policy, wanted)
         lost += found
-        if nowhere:  # deleted, or moved where no search looks: each session's watcher noted what moved
-            logs = _all_logs(env)
-            why = "a directory above it was moved away during a session (where to is not known)"
-            lost += [
-                Lost(p, why, p, owner)
-                for p, owner in nowhere
-                if (p, owner) not in elsewhere and _moved_during_a_session(p, owner, logs, since[owner])
-            ]
+    gone = [x for x in nowhere if x not in elsewhere] + vanished
+    if gone:  # deleted, or moved where no search looks: each session's watcher noted what moved
+        logs = _all_logs(env)
+        why = "it or a directory above it was moved away during a session (where to is not known)"
+        lost += [Lost(p, why, p, owner) for p, owner in gone if _moved_during_a_session(p, owner, logs, since[owner])]
     return lost
 
 
@@ -528,11 +536,10 @@ class Record:
     global_content: bytes = b""  # this launch's global blocks outside the project
     global_unchanged: bool = True
     covers: set[str] = records.factory(set)  # the other checkouts whose paths this launch hid
-    # other roots whose records apply here: their log (moved_log) -> each directory their record holds a path in ->
-    # its id now. The session's watcher notes those that move, in a log of that root (watch.py): a session of a
+    # other roots whose records apply here: their record -> the paths it holds and their directories. The session's watcher notes those that move, in a log of that root (watch.py): a session of a
     # nested clone moving the enclosing project's svc/ out of it left the project's next launch nothing to say
     # where it went, nor that a session moved it (found by make fuzz)
-    guarded: dict[str, dict[str, bytes]] = records.factory(dict)
+    guarded: dict[str, list[str]] = records.factory(dict)
 
 
 def _examine(
@@ -572,9 +579,9 @@ def _examine(
             if entries:
                 sources.append((r, entries, _mtime(record_path(env, r)), within))
                 was_blocked |= _blocked(data)
-            dirs = {_dirname(p) for p in load_paths(data)}
-            if dirs:
-                rec.guarded[moved_log(env, r)] = {d: _dir_id(d, ids) for d in sorted(dirs)}
+            names = load_paths(data)
+            if names:
+                rec.guarded[record_path(env, r)] = sorted({*names, *(_dirname(p) for p in names)})
     if before != now:
         sources.insert(0, (root, _entries(before), _mtime(path), ()))
         was_blocked |= _blocked(before)

@@ -24,7 +24,7 @@ import select
 import signal
 import struct
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.fs import write_atomic
@@ -46,15 +46,18 @@ def start(
     on_end: Callable[[int], None] | None = None,
     background: Callable[[], None] | None = None,
     seen: Snapshot | None = None,
-    guarded: Mapping[str, Mapping[str, bytes]] | None = None,
+    guarded: Mapping[str, Iterable[str]] | None = None,
+    record: str = "",
 ) -> Callable[[], None] | None:
     """Fork the watcher for this process, which is about to become the sandbox; returns in the parent.
     mode is config's on_hidden_change: "end" the session, or "warn". on_end(pid) runs once the sandbox is gone
     (the index marks of skipworktree.py are cleared there). background runs once, in a process of its own at
     low priority, while the agent starts (the history walk of history.py: seconds on a large repository).
     seen: the launch's one look at the masks (idents.py), what each path must still be; None: a look now.
-    guarded: other roots' logs (state.moved_log) -> the directories their records hold paths in -> each one's
-    id as the launch check saw it; the watcher notes in that root's log those that moved during the session.
+    guarded: other roots' records -> the paths they hold and their directories, looked at now; the watcher notes
+    in that root's log (`<record>.moved.<pid>`) those that moved during the session. record:
+    this root's. At the end the watcher reads them all again: a directory a launch recorded during the session
+    (the user launched meanwhile) that is not what it recorded is noted too (twelfth red team).
     Returns what tells the watcher that this process ran on_end itself (a supervised launch ends the session
     as soon as the sandbox is gone: done twice, its line came twice); a process that execs or dies without
     calling it leaves on_end to the watcher."""
@@ -65,8 +68,8 @@ def start(
     if moved_log and paths:
         moved_log = f"{moved_log}.{target}"
         _any(moved_log)
-    theirs = {f"{log}.{target}": _looks(dirs) for log, dirs in (guarded or {}).items()}
-    for log in theirs:
+    theirs = {rec: (f"{rec}.moved.{target}", _looks(dirs)) for rec, dirs in (guarded or {}).items()}
+    for log, _ in theirs.values():
         _any(log)
     # Blocked across the fork, until the child ignores them: a SIGHUP to the group right after the fork (a
     # terminal closed as the agent starts) killed the watcher before it could ignore it, and the index
@@ -99,7 +102,7 @@ def start(
         if background is not None:
             _detach(background)
         known = {p: seen.files[p] if seen is not None and p in seen.files else _ident(p) for p in paths}
-        _child(paths, known, target, mode, moved_log, theirs)  # no paths (on_end only): it outlives the sandbox
+        _child(paths, known, target, mode, moved_log, theirs, record)  # no paths (on_end only): it outlives the sandbox
     except BaseException:  # a watcher must never print a traceback over the agent's screen
         code = 1
     finally:
@@ -122,22 +125,50 @@ def _any(log: str) -> None:
         ) from None
 
 
-_Look = dict[str, tuple[bytes, str]]  # directory -> (its id as the launch check saw it, where it really is)
+_Look = dict[str, tuple[bytes, str]]  # path -> (its id, where it really is: "" for a recorded path, whose directory
+# is looked at too)
 
 
-def _looks(dirs: Mapping[str, bytes]) -> _Look:
-    """Where each directory really is, now, before the sandbox starts (a link put above it later counts as a move)."""
-    return {d: (i, os.path.realpath(d)) for d, i in dirs.items()}
+def _looks(names: Iterable[str]) -> _Look:
+    """What each recorded path and directory is, and where each directory really is, now, before the sandbox starts
+    (a link put above one later counts as a move)."""
+    names = list(names)
+    dirs = {os.path.dirname(n) for n in names}
+    return {n: (_dir_key(n), os.path.realpath(n) if n in dirs else "") for n in names}
 
 
 def _moved_dirs(look: _Look) -> list[str]:
     """The directories that are not what and where they were."""
-    out = []
-    for d, (was, real) in look.items():
-        now = _ident(d)
-        if (b"%d:%d" % now if now is not None else NONE) != was or os.path.realpath(d) != real:
-            out.append(d)
-    return out
+    return [d for d, (was, real) in look.items() if _dir_key(d) != was or (real and os.path.realpath(d) != real)]
+
+
+def _late(record: str, looked: Iterable[str]) -> list[str]:
+    """What the record holds now, other than what was looked at since the session started, that is not what the
+    launch that recorded it saw: a path gone, or its directory moved (recorded by a launch during the session)."""
+    if not record:
+        return []
+    from ai_sandbox import state  # in the watcher only
+
+    try:
+        entries = state.recorded(record)
+    except Exception:  # an unreadable record: the next launch says so itself
+        return []
+    skip = set(looked)
+    out: set[str] = set()
+    for p, was in entries:
+        d = os.path.dirname(p)
+        if not was or was == NONE or p in skip:
+            continue
+        if d not in skip and _dir_key(d) != was:
+            out.add(d)
+        elif not os.path.lexists(p):
+            out.add(p)
+    return sorted(out)
+
+
+def _dir_key(d: str) -> bytes:
+    now = _ident(d)
+    return b"%d:%d" % now if now is not None else NONE
 
 
 def _said(fd: int) -> bool:
@@ -203,7 +234,8 @@ def _child(
     target: int,
     mode: str,
     moved_log: str = "",
-    theirs: Mapping[str, _Look] | None = None,
+    theirs: Mapping[str, tuple[str, _Look]] | None = None,
+    record: str = "",
 ) -> None:
     _outlive_signals()
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -216,9 +248,9 @@ def _child(
     try:
         _watch(paths, known, target, mode, alive, ifd, by_wd, fds)
     finally:  # the sandbox ended, or this session is being ended: a last look for what moved
-        _settle_log(moved_log, _changed(paths, known, parents))
-        for log, look in (theirs or {}).items():
-            _settle_log(log, _moved_dirs(look))
+        _settle_log(moved_log, _changed(paths, known, parents) + _late(record, [*parents, *paths]))
+        for rec, (log, look) in (theirs or {}).items():
+            _settle_log(log, _moved_dirs(look) + _late(rec, look))
 
 
 def _parents(paths: list[str]) -> dict[str, str]:

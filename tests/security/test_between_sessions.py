@@ -1138,3 +1138,50 @@ def test_a_mark_the_last_session_took_out_of_the_index_leaves_no_journal_holding
     _show(ws.run("--", "true", cwd=wt))
     sessions_ended(ws)
     assert "S conf/prod.tfvars" in _marks(ws, ws.repo)  # still the user's
+
+
+@pytest.mark.parametrize("where", ["same-root", "nested-clone"])
+def test_a_directory_another_launch_recorded_during_the_session_and_the_session_moved_out_refuses(ws, firejail, where):
+    """Twelfth red team: while a session runs (the project's own, or its nested clone's), the user adds svc2/.env and
+    launches the project, whose record then holds it; the running session moves svc2/ out of the project. Its
+    watcher looked only at what the records held when it started: nothing was logged, and the project's next launch
+    found svc2/ nowhere and showed the secret where it went. The watcher reads the records again at the session's
+    end: a directory they hold that is no longer what they recorded is logged."""
+    import threading
+
+    secret = token("SVC2SECRET")
+    ws.write(".gitignore", ".env\n")
+    ws.write("svc/.env", "TEMPLATE\n")
+    ws.write("svc/a", "x\n")
+    ws.git("add", ".gitignore", "svc/a")
+    ws.git("commit", "-qm", "svc")
+    first = ws.repo
+    if where == "nested-clone":
+        first = ws.repo / "lib"
+        _repo(ws, first)
+        _show(ws.run("--", "true", cwd=first))
+    _show(ws.run("--", "true"))
+    out = ws.base / "out"
+    flags = ws.base / "flags"
+    flags.mkdir()
+    script = (
+        f"touch {flags}/in; while [ ! -e {flags}/go ]; do sleep 0.05; done; mv {ws.repo}/svc2 {out}; echo @@moved=$?"
+    )
+    done: list[Result] = []
+    t = threading.Thread(target=lambda: done.append(ws.run("--", "sh", "-c", script, cwd=first)))
+    t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not (flags / "in").exists():
+            assert time.monotonic() < deadline, "the session never started"
+            time.sleep(0.05)
+        ws.write("svc2/.env", secret + "\n")
+        _show(ws.run("--", "true"))  # the user's launch meanwhile: the record now holds svc2/.env
+    finally:
+        (flags / "go").touch()
+        t.join(60)
+    assert "@@moved=0" in done[0].out, done[0].out + done[0].err
+    sessions_ended(ws)
+    time.sleep(0.5)  # firejail: the watcher settles its log a moment after the launch returned
+    res = ws.run("--", "sh", "-c", f"echo @@read; cat {out}/.env")
+    _refused(res, secret)

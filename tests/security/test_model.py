@@ -516,7 +516,8 @@ def test_no_session_can_unhide_a_secret_or_change_the_repository_unlike_the_cont
     print(f"\nmodel ({identity}, {backend}): {played} in {time.monotonic() - start:.0f} s")
 
 
-# What `make fuzz` found, shrunk: (where, actions) per session, replayed as they are on every backend and identity.
+# What `make fuzz` (and the red teams) found, shrunk: (where, actions) per session, replayed as they are on every
+# backend and identity.
 COUNTEREXAMPLES = {
     # the clone's session moved the project's svc/ (which it does not hide) out of the project: the project's next
     # launch found the recorded directory nowhere, and no log of its own named it
@@ -542,6 +543,20 @@ COUNTEREXAMPLES = {
                  "echo svc/ >> .git/info/exclude"]),
         ("", ["echo .gemini/ >> .gitignore"]),
         ("wt", ["git reset -q --hard"]),
+    ],
+    # the twelfth red team's: the clone's session renames the project's hidden file, or its hidden directory, in
+    # place (their directories stay where they were)
+    "a clone's session renames the project's hidden file": [
+        ("lib", []),
+        ("", []),
+        ("lib", ["python3 $OUT/../fsop.py mv svc/.env svc/env.txt"]),
+        ("", []),
+    ],
+    "a clone's session renames the project's hidden directory": [
+        ("lib", []),
+        ("", []),
+        ("lib", ["python3 $OUT/../fsop.py mv secrets public"]),
+        ("", []),
     ],
     # src/ swapped with svc/ after src/ was moved into itself: svc/app.py missing after the session, not named
     "a directory swapped with one a failed move left in place": [

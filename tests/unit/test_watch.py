@@ -253,16 +253,21 @@ def test_a_replaced_path_is_named_without_its_escape_codes(capsys):
     assert "\x1b" not in err and "y\\x1b[2J.env" in err
 
 
-def test_another_roots_directories_that_moved_are_named_and_none_else(tmp_path):
-    """The directories of other roots' records (state.Record.guarded): renamed away, replaced by a link back to
-    themselves, or deleted counts as moved; untouched does not."""
+def test_another_roots_paths_and_directories_that_moved_are_named_and_none_else(tmp_path):
+    """What other roots' records hold (state.Record.guarded), looked at when the session starts: a directory renamed
+    away, replaced by a link back to itself, or deleted, and a recorded path moved out of its directory, count as
+    moved; untouched ones do not."""
     dirs = {name: tmp_path / name for name in ("same", "gone", "linked", "deleted")}
     for d in dirs.values():
         d.mkdir()
-    ids = {str(d): b"%d:%d" % (d.stat().st_dev, d.stat().st_ino) for d in dirs.values()}
-    look = watch._looks(ids)
+    (dirs["same"] / ".env").write_text("x\n")
+    (dirs["same"] / "key").write_text("x\n")
+    names = [str(d) for d in dirs.values()] + [str(dirs["same"] / ".env"), str(dirs["same"] / "key")]
+    look = watch._looks(names)
     os.rename(dirs["gone"], tmp_path / "far")
     os.rename(dirs["linked"], tmp_path / "elsewhere")
     os.symlink(tmp_path / "elsewhere", dirs["linked"])
     os.rmdir(dirs["deleted"])
-    assert sorted(watch._moved_dirs(look)) == sorted(str(dirs[n]) for n in ("gone", "linked", "deleted"))
+    os.rename(dirs["same"] / ".env", tmp_path / "stash")
+    moved = [str(dirs[n]) for n in ("gone", "linked", "deleted")] + [str(dirs["same"] / ".env")]
+    assert sorted(watch._moved_dirs(look)) == sorted(moved)

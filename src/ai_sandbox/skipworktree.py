@@ -90,6 +90,10 @@ class Marks:
             elif m.is_dir and below(base, m.path):
                 dirs.append("")  # a mask above this work tree hides all of it
         found = _tracked_among(tree.scan, files, dirs) if files or dirs else []
+        # a tracked file missing from the work tree has nothing to hide, and a mark would make git inside take the
+        # index's copy for it: `commit -a` left out its deletion (found by make fuzz: another root's session moved
+        # the directory aside before the launch that blocks it)
+        found = [p for p in found if os.path.lexists(base + p)]
         if found:
             top = base.rstrip("/")
             self.needs[top] = found

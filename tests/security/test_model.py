@@ -558,6 +558,22 @@ COUNTEREXAMPLES = {
         ("lib", ["python3 $OUT/../fsop.py mv secrets public"]),
         ("", []),
     ],
+    # the worktree's launch recorded the main checkout's secrets/, the clone's session renamed it in place (found by
+    # make fuzz before the twelfth red team's fix)
+    "a clone's session renames the hidden directory a worktree's launch recorded": [
+        ("wt", []),
+        ("lib", ["python3 $OUT/../fsop.py mv secrets svc2"]),
+        ("", []),
+    ],
+    # the clone's session blocked the project's src/ before its first launch and moved src/ aside: that launch
+    # marked src/app.py, missing from the work tree, and git inside took the index's copy (`commit -a` left out
+    # its deletion)
+    "a hidden tracked file missing at the launch": [
+        ("lib", ["git mv svc svc3", "printf 'block = [\"*.tfvars\", \"src/\"]\\n' > .ai-sandbox.toml"]),
+        ("lib", ["python3 $OUT/../fsop.py mv src svc2"]),
+        ("", []),
+        ("", ["git commit -qam m"]),
+    ],
     # src/ swapped with svc/ after src/ was moved into itself: svc/app.py missing after the session, not named
     "a directory swapped with one a failed move left in place": [
         ("", ["python3 $OUT/../fsop.py mv src svc2"]),

@@ -129,16 +129,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _moved_during_a_session(path: str, owner: str, logs: list[_Log], since: int) -> bool:
+def _moved_during_a_session(path: str, owner: str, logs: list[_Log], since: int, anything: bool = True) -> bool:
     """Whether a session may have moved path away: its log names it (or a directory above it), or says "any"
     for a project whose record holds it (every session hides the global blocks). Only sessions that could have
-    moved it after the record looked count: running ones, and those that ended after the record was written."""
+    moved it after the record looked count: running ones, and those that ended after the record was written.
+    anything=False: a log that says "any" does not count (a path gone from a directory still in place: every
+    running session's log says "any", and a file you delete while one runs must not refuse every launch)."""
     key = project_key(owner) if owner != GLOBAL_RECORD else None
     for log in logs:
         if not (log.alive or log.mtime >= since):
             continue
         if log.paths is None:
-            if key is None or log.key == key:
+            if anything and (key is None or log.key == key):
                 return True
         elif _logged(path, log.paths):
             return True
@@ -420,11 +422,20 @@ def _judge(
     if wanted:
         found, nowhere = _moved(policy, wanted)
         lost += found
-    gone = [x for x in nowhere if x not in elsewhere] + vanished
-    if gone:  # deleted, or moved where no search looks: each session's watcher noted what moved
+    nowhere = [x for x in nowhere if x not in elsewhere]
+    if nowhere or vanished:  # deleted, or moved where no search looks: each session's watcher noted what moved
         logs = _all_logs(env)
         why = "it or a directory above it was moved away during a session (where to is not known)"
-        lost += [Lost(p, why, p, owner) for p, owner in gone if _moved_during_a_session(p, owner, logs, since[owner])]
+        lost += [
+            Lost(p, why, p, owner) for p, owner in nowhere if _moved_during_a_session(p, owner, logs, since[owner])
+        ]
+        # a path gone from a directory still in place: deleted, unless a session that did not hide it moved it (its
+        # log names it: a nested clone's session renaming the project's hidden file or directory in place)
+        lost += [
+            Lost(p, why, p, owner)
+            for p, owner in vanished
+            if _moved_during_a_session(p, owner, logs, since[owner], anything=False)
+        ]
     return lost
 
 
@@ -580,8 +591,9 @@ def _examine(
                 sources.append((r, entries, _mtime(record_path(env, r)), within))
                 was_blocked |= _blocked(data)
             names = load_paths(data)
-            if names:
-                rec.guarded[record_path(env, r)] = sorted({*names, *(_dirname(p) for p in names)})
+            if names:  # not this launch's own masks: a session cannot move a mask, only a directory above it
+                own = {m.path for m in policy.masks}
+                rec.guarded[record_path(env, r)] = sorted({*(p for p in names if p not in own), *map(_dirname, names)})
     if before != now:
         sources.insert(0, (root, _entries(before), _mtime(path), ()))
         was_blocked |= _blocked(before)

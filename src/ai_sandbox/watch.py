@@ -69,6 +69,10 @@ def start(
         moved_log = f"{moved_log}.{target}"
         _any(moved_log)
     theirs = {rec: (f"{rec}.moved.{target}", _looks(dirs)) for rec, dirs in (guarded or {}).items()}
+    # each mask's directory as the launch saw it (seen, idents.py), before the agent can move it
+    dir_ids: dict[str, bytes] = {
+        d: (seen.dirs.get(d) if seen is not None else None) or _dir_key(d) for d in {os.path.dirname(p) for p in paths}
+    }
     for log, _ in theirs.values():
         _any(log)
     # Blocked across the fork, until the child ignores them: a SIGHUP to the group right after the fork (a
@@ -102,7 +106,8 @@ def start(
         if background is not None:
             _detach(background)
         known = {p: seen.files[p] if seen is not None and p in seen.files else _ident(p) for p in paths}
-        _child(paths, known, target, mode, moved_log, theirs, record)  # no paths (on_end only): it outlives the sandbox
+        # no paths (on_end only): it outlives the sandbox
+        _child(paths, known, target, mode, moved_log, theirs, record, dir_ids)
     except BaseException:  # a watcher must never print a traceback over the agent's screen
         code = 1
     finally:
@@ -236,6 +241,7 @@ def _child(
     moved_log: str = "",
     theirs: Mapping[str, tuple[str, _Look]] | None = None,
     record: str = "",
+    dir_ids: Mapping[str, bytes] | None = None,
 ) -> None:
     _outlive_signals()
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -248,9 +254,9 @@ def _child(
     try:
         _watch(paths, known, target, mode, alive, ifd, by_wd, fds)
     finally:  # the sandbox ended, or this session is being ended: a last look for what moved
-        _settle_log(moved_log, _changed(paths, known, parents) + _late(record, [*parents, *paths]))
+        _settle_log(moved_log, _changed(paths, known, parents, dir_ids) + _late(record, [*parents, *paths]))
         for rec, (log, look) in (theirs or {}).items():
-            _settle_log(log, _moved_dirs(look) + _late(rec, look))
+            _settle_log(log, _moved_dirs(look) + _late(rec, [*look, *paths]))
 
 
 def _parents(paths: list[str]) -> dict[str, str]:
@@ -258,13 +264,26 @@ def _parents(paths: list[str]) -> dict[str, str]:
     return {d: os.path.realpath(d) for d in {os.path.dirname(p) for p in paths}}
 
 
-def _changed(paths: list[str], known: dict[str, tuple[int, int] | None], parents: dict[str, str]) -> list[str]:
+def _changed(
+    paths: list[str],
+    known: dict[str, tuple[int, int] | None],
+    parents: dict[str, str],
+    dir_ids: Mapping[str, bytes] | None = None,
+) -> list[str]:
     """The hidden paths that are not what and where they were: another file at the path, or the same one reached
     now through a link a session put above it. A link may resolve per process (red team: `svc` swapped for a link
     to `/proc/self/fd/3/../far/svc`, which for this process alone, holding the project on fd 3, led back to the
-    moved directory); the next launch then finds the directory gone and must know it moved."""
-    moved = {d for d, real in parents.items() if os.path.realpath(d) != real}
-    return [p for p in paths if os.path.dirname(p) in moved or _ident(p) != known[p]]
+    moved directory); the next launch then finds the directory gone and must know it moved. A path gone from its
+    directory, which is still what it was, was deleted from outside (a mask cannot be moved, only a directory above
+    it): not noted, or the next launch would refuse for a file you deleted while the session ran (red team)."""
+    ids = dir_ids or {}
+    moved = {d for d, real in parents.items() if os.path.realpath(d) != real or _dir_key(d) != ids.get(d, _dir_key(d))}
+    out = []
+    for p in paths:
+        now = _ident(p)
+        if os.path.dirname(p) in moved or (now != known[p] and now is not None):
+            out.append(p)
+    return out
 
 
 def _watch(

@@ -1185,3 +1185,47 @@ def test_a_directory_another_launch_recorded_during_the_session_and_the_session_
     time.sleep(0.5)  # firejail: the watcher settles its log a moment after the launch returned
     res = ws.run("--", "sh", "-c", f"echo @@read; cat {out}/.env")
     _refused(res, secret)
+
+
+@pytest.mark.parametrize("where", ["same-root", "worktree"])
+def test_hidden_files_you_delete_while_a_session_runs_never_refuse_a_launch(ws, firejail, where):
+    """Thirteenth red team: you delete a hidden file and a hidden directory (`rm .env.old`, `rm -rf secrets`) while a
+    session of the project (or of its other worktree) runs. The record's check took a path gone from a directory
+    still in place for moved, every running session's log saying "any": every launch refused, during the session
+    and after it, until `accept`. Nothing is readable: launches run, and the secret that stays is still hidden."""
+    import threading
+
+    secret = token("ENVSECRET")
+    ws.write(".gitignore", ".env*\nsecrets/\n")
+    ws.write("a", "x\n")
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "c")
+    ws.write(".env", secret + "\n")
+    ws.write(".env.old", "OLD\n")
+    ws.write("secrets/key", "KEY\n")
+    wt = ws.base / "wt"
+    ws.git("worktree", "add", "-q", "-b", "wb", str(wt))
+    _show(ws.run("--", "true"))
+    _show(ws.run("--", "true", cwd=wt))
+    flags = ws.base / "flags"
+    flags.mkdir()
+    script = f"touch {flags}/in; while [ ! -e {flags}/end ]; do sleep 0.05; done"
+    t = threading.Thread(target=lambda: ws.run("--", "sh", "-c", script, cwd=wt if where == "worktree" else ws.repo))
+    t.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not (flags / "in").exists():
+            assert time.monotonic() < deadline, "the session never started"
+            time.sleep(0.05)
+        (ws.repo / ".env.old").unlink()
+        shutil.rmtree(ws.repo / "secrets")
+        during = ws.run("--", "sh", "-c", "echo @@ran; cat .env; true")
+    finally:
+        (flags / "end").touch()
+        t.join(60)
+    sessions_ended(ws)
+    time.sleep(0.5)  # firejail: the watcher settles its log a moment after the launch returned
+    after = ws.run("--", "sh", "-c", "echo @@ran; cat .env; true")
+    for res in (during, after):
+        assert res.rc == 0 and "@@ran" in res.out, res.err
+        assert secret not in res.out + res.err

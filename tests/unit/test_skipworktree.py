@@ -31,18 +31,28 @@ def test_tracked_is_found_in_the_raw_index_not_inside_another_name():
     assert scan.skip_worktree == {"b.tfvars"} and scan.tracked == ["a\tprod.tfvars", "b.tfvars"]
 
 
-def test_only_masks_that_can_hide_tracked_files_are_looked_up():
-    scan = _scan(("H", "prod.tfvars"), ("S", "vault/x"), ("H", "vault/y"), ("H", "src/app.py"), ("H", "dist/keep.js"))
-    policy = Policy(root=ROOT, in_git=True)
+def test_only_masks_that_can_hide_tracked_files_are_looked_up(tmp_path):
+    root = str(tmp_path)
+    for rel in ("prod.tfvars", "vault/x", "vault/y", "src/app.py", "dist/keep.js"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x\n")
+    raw = b"".join(
+        f"{tag} 100644 {'0' * 40} 0\t{path}\0".encode()
+        for tag, path in (("H", "prod.tfvars"), ("S", "vault/x"), ("H", "vault/y"), ("H", "src/app.py"),
+                          ("H", "dist/keep.js"), ("H", "vault/gone"))
+    )  # fmt: skip
+    scan = Scan(Repo(root=root, common_dir=root + "/.git"), index=raw)
+    policy = Policy(root=root, in_git=True)
     policy.masks = [
-        Mask(f"{ROOT}/prod.tfvars", False, EXPLICIT, "block"),
-        Mask(f"{ROOT}/vault", True, CRYPT, "crypt"),
-        Mask(f"{ROOT}/dist", True, IGNORED, "ignored"),  # ignored: untracked by definition, not looked at
+        Mask(f"{root}/prod.tfvars", False, EXPLICIT, "block"),
+        Mask(f"{root}/vault", True, CRYPT, "crypt"),
+        Mask(f"{root}/dist", True, IGNORED, "ignored"),  # ignored: untracked by definition, not looked at
     ]
     marks = skipworktree.hidden_tracked(policy, [_Tree("", scan)])
-    assert marks.needs == {ROOT: ["prod.tfvars", "vault/x", "vault/y"]} and marks.flagged == {ROOT: {"vault/x"}}
-    assert marks.paths == [f"{ROOT}/prod.tfvars", f"{ROOT}/vault/x", f"{ROOT}/vault/y"] and marks.sparse == []
-    policy.masks = [Mask(f"{ROOT}/dist", True, IGNORED, "ignored")]
+    # vault/gone is tracked but missing from the work tree: nothing to hide, and no mark (git inside sees it deleted)
+    assert marks.needs == {root: ["prod.tfvars", "vault/x", "vault/y"]} and marks.flagged == {root: {"vault/x"}}
+    assert marks.paths == [f"{root}/prod.tfvars", f"{root}/vault/x", f"{root}/vault/y"] and marks.sparse == []
+    policy.masks = [Mask(f"{root}/dist", True, IGNORED, "ignored")]
     marks = skipworktree.hidden_tracked(policy, [_Tree("", scan)])
     assert marks.needs == {} and marks.flagged == {}
 

@@ -547,7 +547,8 @@ class Record:
     global_content: bytes = b""  # this launch's global blocks outside the project
     global_unchanged: bool = True
     covers: set[str] = records.factory(set)  # the other checkouts whose paths this launch hid
-    # other roots whose records apply here: their record -> the paths it holds and their directories. The session's watcher notes those that move, in a log of that root (watch.py): a session of a
+    # other roots whose records apply here: their record -> the paths it holds (not this launch's masks) and their
+    # directories. The session's watcher notes those that move, in a log of that root (watch.py): a session of a
     # nested clone moving the enclosing project's svc/ out of it left the project's next launch nothing to say
     # where it went, nor that a session moved it (found by make fuzz)
     guarded: dict[str, list[str]] = records.factory(dict)

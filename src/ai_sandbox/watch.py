@@ -55,9 +55,9 @@ def start(
     low priority, while the agent starts (the history walk of history.py: seconds on a large repository).
     seen: the launch's one look at the masks (idents.py), what each path must still be; None: a look now.
     guarded: other roots' records -> the paths they hold and their directories, looked at now; the watcher notes
-    in that root's log (`<record>.moved.<pid>`) those that moved during the session. record:
-    this root's. At the end the watcher reads them all again: a directory a launch recorded during the session
-    (the user launched meanwhile) that is not what it recorded is noted too (twelfth red team).
+    in that root's log (`<record>.moved.<pid>`) those that moved during the session. record: this root's. At the
+    end the watcher reads them all again: what a launch recorded during the session (the user launched meanwhile)
+    that is no longer what it recorded is noted too (twelfth red team).
     Returns what tells the watcher that this process ran on_end itself (a supervised launch ends the session
     as soon as the sandbox is gone: done twice, its line came twice); a process that execs or dies without
     calling it leaves on_end to the watcher."""

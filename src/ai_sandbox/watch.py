@@ -13,7 +13,13 @@ not look for it — or swapped (`renameat2(RENAME_EXCHANGE)` with a decoy). Each
 `<moved_log>.<pid>`, written before the sandbox starts as "every hidden path may have moved"; the watcher
 narrows it to what really changed when the sandbox ends (or removes it when nothing did). A watcher that
 never ran, was killed, or cannot write (a full disk) leaves the conservative "every path": the next
-launch refuses for any recorded path it cannot find (state.py).
+launch refuses for any recorded path it cannot find (state.py). A hidden path gone from a directory that
+is still what it was was deleted from outside, and is not noted.
+
+A session also watches what it does not hide but the next launch of another root would: the paths the
+records of the enclosing project or the other worktrees hold (a nested clone's launch hides the clone's
+files only), noted in that root's log; and at its end it reads the records again, for what a launch
+recorded while the session ran.
 """
 
 from __future__ import annotations

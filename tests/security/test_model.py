@@ -482,9 +482,11 @@ class Sessions(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         if getattr(self, "world", None) is not None:
-            if not self.refused:
-                self.world.session([])  # the last launch looks too
-            shutil.rmtree(self.world.base, ignore_errors=True)
+            try:
+                if not self.refused:
+                    self.world.session([])  # the last launch looks too
+            finally:  # also when it fails: a world in the real home (firejail as a user) must not stay there
+                shutil.rmtree(self.world.base, ignore_errors=True)
 
 
 @pytest.mark.parametrize("identity", IDENTITIES)

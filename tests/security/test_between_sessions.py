@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -1017,32 +1018,34 @@ def test_a_nested_clones_session_cannot_unhide_what_the_enclosing_project_never_
 # --- the eleventh red team's two open findings ---------------------------------------------------------------
 
 
+def _held(ws: Workspace, name: str, cwd: Path, then: str = "", out: list[Result] | None = None) -> threading.Thread:
+    """A session from cwd, started in a thread and waited for until it runs: it touches flags/NAME-in, waits for
+    flags/NAME-end, then runs `then`; its result goes into out."""
+    flags = ws.base / "flags"
+    flags.mkdir(exist_ok=True)
+    act = f"; {then}" if then else ""
+    script = f"touch {flags}/{name}-in; while [ ! -e {flags}/{name}-end ]; do sleep 0.05; done{act}"
+    t = threading.Thread(
+        target=lambda: (out if out is not None else []).append(ws.run("--", "sh", "-c", script, cwd=cwd))
+    )
+    t.start()
+    deadline = time.monotonic() + 30
+    while not (flags / f"{name}-in").exists():
+        assert time.monotonic() < deadline, f"session {name} never started"
+        time.sleep(0.05)
+    return t
+
+
 def _two_roots_at_once(ws: Workspace, wt: Path, first: str = "main", then: str = "") -> None:
     """A session from the main checkout and one from its linked worktree at once; first ("main" or "wt") ends first
     (it keeps the marks the other's session still needs), then the other runs `then` and ends."""
-    import threading
-
-    flags = ws.base / "flags"
-    flags.mkdir()
     trees = {"main": ws.repo, "wt": wt}
     last = "wt" if first == "main" else "main"
-
-    def session(name: str) -> threading.Thread:
-        act = f"; {then}" if name == last and then else ""
-        script = f"touch {flags}/{name}-in; while [ ! -e {flags}/{name}-end ]; do sleep 0.05; done{act}"
-        t = threading.Thread(target=lambda: ws.run("--", "sh", "-c", script, cwd=trees[name]))
-        t.start()
-        deadline = time.monotonic() + 30
-        while not (flags / f"{name}-in").exists():
-            assert time.monotonic() < deadline, f"session {name} never started"
-            time.sleep(0.05)
-        return t
-
-    threads = {name: session(name) for name in ("main", "wt")}
-    (flags / f"{first}-end").touch()
+    threads = {name: _held(ws, name, trees[name], then if name == last else "") for name in ("main", "wt")}
+    (ws.base / "flags" / f"{first}-end").touch()
     threads[first].join(60)
     sessions_ended(ws, root=trees[first])
-    (flags / f"{last}-end").touch()
+    (ws.base / "flags" / f"{last}-end").touch()
     threads[last].join(60)
     sessions_ended(ws)
 
@@ -1147,7 +1150,6 @@ def test_a_directory_another_launch_recorded_during_the_session_and_the_session_
     watcher looked only at what the records held when it started: nothing was logged, and the project's next launch
     found svc2/ nowhere and showed the secret where it went. The watcher reads the records again at the session's
     end: a directory they hold that is no longer what they recorded is logged."""
-    import threading
 
     secret = token("SVC2SECRET")
     ws.write(".gitignore", ".env\n")
@@ -1162,23 +1164,13 @@ def test_a_directory_another_launch_recorded_during_the_session_and_the_session_
         _show(ws.run("--", "true", cwd=first))
     _show(ws.run("--", "true"))
     out = ws.base / "out"
-    flags = ws.base / "flags"
-    flags.mkdir()
-    script = (
-        f"touch {flags}/in; while [ ! -e {flags}/go ]; do sleep 0.05; done; mv {ws.repo}/svc2 {out}; echo @@moved=$?"
-    )
     done: list[Result] = []
-    t = threading.Thread(target=lambda: done.append(ws.run("--", "sh", "-c", script, cwd=first)))
-    t.start()
+    t = _held(ws, "s", first, f"mv {ws.repo}/svc2 {out}; echo @@moved=$?", done)
     try:
-        deadline = time.monotonic() + 30
-        while not (flags / "in").exists():
-            assert time.monotonic() < deadline, "the session never started"
-            time.sleep(0.05)
         ws.write("svc2/.env", secret + "\n")
         _show(ws.run("--", "true"))  # the user's launch meanwhile: the record now holds svc2/.env
     finally:
-        (flags / "go").touch()
+        (ws.base / "flags" / "s-end").touch()
         t.join(60)
     assert "@@moved=0" in done[0].out, done[0].out + done[0].err
     sessions_ended(ws)
@@ -1193,7 +1185,6 @@ def test_hidden_files_you_delete_while_a_session_runs_never_refuse_a_launch(ws, 
     session of the project (or of its other worktree) runs. The record's check took a path gone from a directory
     still in place for moved, every running session's log saying "any": every launch refused, during the session
     and after it, until `accept`. Nothing is readable: launches run, and the secret that stays is still hidden."""
-    import threading
 
     secret = token("ENVSECRET")
     ws.write(".gitignore", ".env*\nsecrets/\n")
@@ -1207,21 +1198,13 @@ def test_hidden_files_you_delete_while_a_session_runs_never_refuse_a_launch(ws, 
     ws.git("worktree", "add", "-q", "-b", "wb", str(wt))
     _show(ws.run("--", "true"))
     _show(ws.run("--", "true", cwd=wt))
-    flags = ws.base / "flags"
-    flags.mkdir()
-    script = f"touch {flags}/in; while [ ! -e {flags}/end ]; do sleep 0.05; done"
-    t = threading.Thread(target=lambda: ws.run("--", "sh", "-c", script, cwd=wt if where == "worktree" else ws.repo))
-    t.start()
+    t = _held(ws, "s", wt if where == "worktree" else ws.repo)
     try:
-        deadline = time.monotonic() + 30
-        while not (flags / "in").exists():
-            assert time.monotonic() < deadline, "the session never started"
-            time.sleep(0.05)
         (ws.repo / ".env.old").unlink()
         shutil.rmtree(ws.repo / "secrets")
         during = ws.run("--", "sh", "-c", "echo @@ran; cat .env; true")
     finally:
-        (flags / "end").touch()
+        (ws.base / "flags" / "s-end").touch()
         t.join(60)
     sessions_ended(ws)
     time.sleep(0.5)  # firejail: the watcher settles its log a moment after the launch returned

@@ -6,12 +6,15 @@ session could make the next one reveal a secret. So every launch records what it
 refuses while something recorded would be readable, until the user runs `ai-sandbox accept`. The records are
 read-only inside the sandbox.
 
-What a record says: "these paths were hidden, each one an entry of this directory", the directory named by
-device and inode. A session cannot rename a hidden path (it is a mount point) but it can rename a visible
-directory above it, and the mask moves along: `mv config config.bak; mkdir config` leaves the old path naming
-something new, or nothing. So the next launch refuses when a recorded path exists and would be readable (a
-rule changed), and when a recorded directory is no longer at its path but stands elsewhere in the project
-with the recorded entry readable there (it was moved; found by inode, whatever its name is now).
+What a record says: "these paths were hidden, each one this file (device and inode), an entry of this
+directory (device and inode)". A session cannot rename a hidden path (it is a mount point) but it can rename a
+visible directory above it, and the mask moves along: `mv config config.bak; mkdir config` leaves the old path
+naming something new, or nothing. So the next launch refuses when a recorded path exists and would be readable
+(a rule changed), and when a recorded directory is no longer at its path but stands elsewhere in the project
+with the recorded entry readable there (it was moved; found by inode, whatever its name is now). A session
+that does not hide a path (a nested clone's, for the enclosing project's) can rename or swap the path itself:
+where a session's log names a recorded path that is another file now, the file it was is searched for the same
+way.
 
 Which records apply: the project's own, one per root whatever the agent; at every launch, what the records of
 other roots hid inside this launch's trees (its root and the other worktrees it covers) — a record holds the
@@ -50,14 +53,15 @@ from ai_sandbox import records
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.fs import inside, some, write_atomic
 from ai_sandbox.idents import NONE as _NONE
-from ai_sandbox.idents import Snapshot
+from ai_sandbox.idents import Snapshot, ident
 from ai_sandbox.idents import dirname as _dirname
 from ai_sandbox.paths import project_key, state_dir
 from ai_sandbox.patterns import CODE
 from ai_sandbox.policy import GLOBAL, IGNORED, MERGED, UNHIDDEN, Notice, Policy
 
-MAGIC = b"ai-sandbox hidden 3\0"  # then (path, "DEV:INO" of its directory or "-", why) triples, NUL-terminated
-MAGIC_2 = b"ai-sandbox hidden 2\0"  # the format before: (path, directory id) pairs
+MAGIC = b"ai-sandbox hidden 4\0"  # then (path, "DEV:INO" of its directory or "-", its own or "-", why), NUL-terminated
+MAGIC_3 = b"ai-sandbox hidden 3\0"  # the format before: (path, directory id, why) triples
+MAGIC_2 = b"ai-sandbox hidden 2\0"  # and before it: (path, directory id) pairs
 IGNORED_ONLY, BLOCKED = b"i", b"b"  # why: git ignores it (an allowlist may keep it); a rule no allowlist overrides
 LOCKS = "locks"  # <state>/locks: every lock file, hidden inside the sandbox
 GLOBAL_RECORD = "global"  # hidden/global: the global blocks outside the project, one record for every project
@@ -181,30 +185,41 @@ def _read(path: str) -> bytes | None:
         raise PolicyError(f"cannot read {path}: {e.strerror}", "check its permissions, or delete it") from None
 
 
-def _triples(data: bytes | None) -> list[tuple[str, bytes, bytes]]:
-    """A record's (path, id of its directory, why); the second format had no why, the first held paths only (id b""):
-    their paths count as blocked, so the first launch after an upgrade never exempts one (red team: a format 2
-    record and `block = ["dist/"]` deleted showed the build output once)."""
+def _rows(data: bytes | None) -> list[tuple[str, bytes, bytes, bytes]]:
+    """A record's (path, id of its directory, its own id, why). The formats before had no own id (b""), the second
+    no why, the first paths only (directory id b""): their paths count as blocked, so the first launch after an
+    upgrade never exempts one (red team: a format 2 record and `block = ["dist/"]` deleted showed the build output
+    once)."""
     if not data:
         return []
     if data.startswith(MAGIC):
         parts = data[len(MAGIC) :].split(b"\0")
-        return [(os.fsdecode(parts[i]), parts[i + 1], parts[i + 2]) for i in range(0, len(parts) - 2, 3)]
+        return [(os.fsdecode(parts[i]), parts[i + 1], parts[i + 2], parts[i + 3]) for i in range(0, len(parts) - 3, 4)]
+    if data.startswith(MAGIC_3):
+        parts = data[len(MAGIC_3) :].split(b"\0")
+        return [(os.fsdecode(parts[i]), parts[i + 1], b"", parts[i + 2]) for i in range(0, len(parts) - 2, 3)]
     if data.startswith(MAGIC_2):  # what hid each path is not known: as a block (an allowlist never exempts it)
         parts = data[len(MAGIC_2) :].split(b"\0")
-        return [(os.fsdecode(parts[i]), parts[i + 1], BLOCKED) for i in range(0, len(parts) - 1, 2)]
-    return [(os.fsdecode(p), b"", BLOCKED) for p in data.split(b"\0") if p]
+        return [(os.fsdecode(parts[i]), parts[i + 1], b"", BLOCKED) for i in range(0, len(parts) - 1, 2)]
+    return [(os.fsdecode(p), b"", b"", BLOCKED) for p in data.split(b"\0") if p]
 
 
 def _entries(data: bytes | None) -> list[tuple[str, bytes]]:
     """A record's (path, id of its directory)."""
-    return [(p, i) for p, i, _ in _triples(data)]
+    return [(p, i) for p, i, _, _ in _rows(data)]
+
+
+_Entry = tuple[str, bytes, bytes]  # (path, id of its directory, its own id)
+
+
+def _full(data: bytes | None) -> list[_Entry]:
+    return [(p, i, o) for p, i, o, _ in _rows(data)]
 
 
 def _blocked(data: bytes | None) -> set[str]:
     """The paths of a record that a rule no allowlist overrides hid (a block, git-crypt): never exempt because an
     allowlist keeps them now (red team: `block = ["dist/"]` deleted from inside, and the build output shown)."""
-    return {p for p, _, why in _triples(data) if why == BLOCKED}
+    return {p for p, _, _, why in _rows(data) if why == BLOCKED}
 
 
 def load(path: str) -> list[str]:
@@ -216,14 +231,15 @@ def load_paths(data: bytes | None) -> list[str]:
     return [p for p, _ in _entries(data)]
 
 
-def recorded(path: str) -> list[tuple[str, bytes]]:
-    """A record's (path, id of its directory as the launch that wrote it saw it): what the watcher compares at a
-    session's end (watch.py)."""
-    return _entries(_read(path))
+def recorded(path: str) -> list[_Entry]:
+    """A record's (path, id of its directory, its own id, as the launch that wrote it saw them): what the watcher
+    compares at a session's end (watch.py)."""
+    return _full(_read(path))
 
 
 def _dir_id(path: str, ids: dict[str, bytes]) -> bytes:
-    """b"DEV:INO" of a directory (remembered per launch: thousands of masks share a few hundred)."""
+    """b"DEV:INO" of a directory, or a path (remembered per launch: thousands of masks share a few hundred
+    directories)."""
     got = ids.get(path)
     if got is None:
         try:
@@ -250,12 +266,19 @@ def _recorded(policy: Policy) -> tuple[list[str], list[str], set[str]]:
     return mine, theirs, blocked
 
 
-def _content(paths: list[str], ids: dict[str, bytes], blocked: set[str] | frozenset[str] = frozenset()) -> bytes:
-    """A record of these paths, each with its directory's id (one lstat per directory: the snapshot's) and why."""
+def _content(
+    paths: list[str],
+    ids: dict[str, bytes],
+    blocked: set[str] | frozenset[str] = frozenset(),
+    own: Mapping[str, bytes] | None = None,
+) -> bytes:
+    """A record of these paths, each with its directory's id (one lstat per directory: the snapshot's), its own id
+    (the snapshot's, for a mask) and why."""
     out = []
     for p in paths:
         out.append(os.fsencode(p))
         out.append(_dir_id(_dirname(p), ids))
+        out.append((own or {}).get(p) or _dir_id(p, ids))  # a path inside a directory hidden whole: looked at here
         out.append(BLOCKED if p in blocked else IGNORED_ONLY)
     return MAGIC + b"\0".join(out) + b"\0" if out else MAGIC
 
@@ -373,7 +396,7 @@ class Lost:
 
 
 # (owner, the entries of its record that apply, when it was written, the trees they apply in: () for all)
-_Source = tuple[str, list[tuple[str, bytes]], int, tuple[str, ...]]
+_Source = tuple[str, list[_Entry], int, tuple[str, ...]]
 
 
 def _dir_moved(path: str, recorded: bytes, ids: dict[str, bytes]) -> bool:
@@ -387,20 +410,23 @@ def _judge(
     ids: dict[str, bytes],
     env: Mapping[str, str],
     blocked: set[str] | frozenset[str] = frozenset(),
+    own: Mapping[str, bytes] | None = None,
 ) -> list[Lost]:
     """What would be readable, for every recorded path of these sources; an owner is a root, or GLOBAL_RECORD. A
     path of another root's record that lies outside this launch's trees counts only where its directory is found
-    moved into them. blocked: recorded paths a rule no allowlist overrides hid (never exempt as kept)."""
+    moved into them. blocked: recorded paths a rule no allowlist overrides hid (never exempt as kept). own: this
+    launch's masks' own ids (the snapshot's)."""
     kept = _kept_by_code(policy) - set(blocked)
     lost: list[Lost] = []
     wanted: dict[bytes, list[tuple[str, str]]] = {}  # directory id -> (recorded path, owner), where it moved
     vanished: list[tuple[str, str]] = []  # gone from a directory still in place
+    replaced: dict[bytes, list[tuple[str, str]]] = {}  # own id -> (recorded path, owner): another file at its path
     since = {owner: when for owner, _, when, _ in sources}
     elsewhere = {
         (p, owner)
         for owner, entries, _, within in sources
         if within
-        for p, _ in entries
+        for p, _, _ in entries
         if not any(inside(p, t) for t in within)
     }
     for owner, entries, _, _ in sources:
@@ -410,21 +436,36 @@ def _judge(
             why = "a rule changed (your config.toml)"
         else:
             why = _other_root(policy, owner)
-        for p, pid in entries:
+        for p, pid, oid in entries:
             if _dir_moved(p, pid, ids):
                 wanted.setdefault(pid, []).append((p, owner))
             elif (p, owner) not in elsewhere and pid and pid != _NONE and not os.path.lexists(p):
                 vanished.append((p, owner))  # deleted, or moved away whole by a session that did not hide it
                 continue
+            elif (
+                owner != GLOBAL_RECORD  # every session hides those: only you replace them
+                and (p, owner) not in elsewhere
+                and oid
+                and oid != _NONE
+                and ((own or {}).get(p) or _dir_id(p, {})) != oid
+            ):
+                replaced.setdefault(oid, []).append((p, owner))  # swapped or replaced: by you, or a session
             if (p, owner) not in elsewhere and policy.hidden(p) is None and p not in kept and os.path.lexists(p):
                 lost.append(Lost(p, why, p, owner))
+    logs = _all_logs(env) if replaced else []
+    # swapped or replaced while a session that did not hide it ran (a nested clone's session swapping the project's
+    # hidden secrets/ with its src/: make fuzz): where the recorded file or directory went, found by its own inode
+    for oid, ps in list(replaced.items()):
+        replaced[oid] = [(p, o) for p, o in ps if _moved_during_a_session(p, o, logs, since[o])]
+        if not replaced[oid]:
+            del replaced[oid]  # no session could have: yours (an editor saving .env through a rename)
     nowhere: list[tuple[str, str]] = []
-    if wanted:
-        found, nowhere = _moved(policy, wanted)
+    if wanted or replaced:
+        found, nowhere = _moved(policy, wanted, replaced)
         lost += found
     nowhere = [x for x in nowhere if x not in elsewhere]
     if nowhere or vanished:  # deleted, or moved where no search looks: each session's watcher noted what moved
-        logs = _all_logs(env)
+        logs = logs or _all_logs(env)
         why = "it or a directory above it was moved away during a session (where to is not known)"
         lost += [
             Lost(p, why, p, owner) for p, owner in nowhere if _moved_during_a_session(p, owner, logs, since[owner])
@@ -448,20 +489,26 @@ def _other_root(policy: Policy, owner: str) -> str:
     return f"the project root changed (it was {owner}: a new or removed git repository, or a project holding this one)"
 
 
-_Wanted = list[tuple[int, list[tuple[str, str]]]]  # (device, [(recorded path, owner)]) per inode number
+# (device, [(recorded path, owner)], whether the inode is the path's own, not its directory's) per inode number
+_Wanted = list[tuple[int, list[tuple[str, str]], bool]]
 
 
-def _moved(policy: Policy, wanted: dict[bytes, list[tuple[str, str]]]) -> tuple[list[Lost], list[tuple[str, str]]]:
-    """Recorded paths whose directory now stands elsewhere, readable there; and the (path, owner) of those whose
-    directory was found nowhere. Searched: the project, a walk of what the sandbox shows (hidden directories are
-    skipped: what moved into one is hidden still; links are not followed; it stops once every directory is
-    found); then, for a path outside the project, the directory its own directory was in (`mv ~/.aws
-    ~/.aws_old`). Inode numbers come from the directory listings (no stat per entry); a match is confirmed by
-    its device."""
+def _moved(
+    policy: Policy,
+    wanted: dict[bytes, list[tuple[str, str]]],
+    replaced: Mapping[bytes, list[tuple[str, str]]] | None = None,
+) -> tuple[list[Lost], list[tuple[str, str]]]:
+    """Recorded paths whose directory now stands elsewhere (wanted: by the directory's id), or which themselves do
+    (replaced: by their own id), readable there; and the (path, owner) of those found nowhere. Searched: the
+    project, a walk of what the sandbox shows (hidden directories are skipped: what moved into one is hidden
+    still; links are not followed; it stops once everything is found); then, for a path outside the project, the
+    directory its own directory was in (`mv ~/.aws ~/.aws_old`). Inode numbers come from the directory listings
+    (no stat per entry); a match is confirmed by its device."""
     by_ino: dict[int, _Wanted] = {}
-    for pid, paths in wanted.items():
-        dev, _, ino = pid.partition(b":")
-        by_ino.setdefault(int(ino), []).append((int(dev), paths))
+    for ids, itself in ((wanted, False), (replaced or {}, True)):
+        for pid, paths in ids.items():
+            dev, _, ino = pid.partition(b":")
+            by_ino.setdefault(int(ino), []).append((int(dev), paths, itself))
     masked = {m.path for m in policy.masks if m.is_dir}
     lost: list[Lost] = []
     for top in (policy.root, *policy.checkouts):  # a directory moved to become this launch's root, or a checkout
@@ -471,35 +518,37 @@ def _moved(policy: Policy, wanted: dict[bytes, list[tuple[str, str]]]) -> tuple[
             continue
         hit = by_ino.get(st.st_ino)
         if hit is not None:
-            lost += _found(policy, top, st.st_dev, hit, by_ino, st.st_ino)
+            lost += _found(policy, top, st.st_dev, hit, by_ino, st.st_ino, True)
     stack = [policy.root]
     while stack and by_ino:
         for e in _listing(stack.pop()):
             try:
-                if not e.is_dir(follow_symlinks=False) or e.path in masked:
-                    continue
+                is_dir = e.is_dir(follow_symlinks=False)
                 hit = by_ino.get(e.inode())
-                if hit is not None:
-                    lost += _found(policy, e.path, os.lstat(e.path).st_dev, hit, by_ino, e.inode())
+                if hit is not None:  # in a hidden place (a masked one): found, and hidden still
+                    lost += _found(policy, e.path, os.lstat(e.path).st_dev, hit, by_ino, e.inode(), is_dir)
+                if not is_dir or e.path in masked:
+                    continue
             except OSError:
                 continue
             stack.append(e.path)
     beside = {
-        _dirname(_dirname(p))
+        _dirname(p if itself else _dirname(p))
         for hits in by_ino.values()
-        for _, paths in hits
+        for _, paths, itself in hits
         for p, _ in paths
         if not inside(p, policy.root)
     }
     for d in sorted(beside):
         for e in _listing(d) if by_ino and not policy.hidden(d) else []:
             try:
-                hit = by_ino.get(e.inode()) if e.is_dir(follow_symlinks=False) else None
+                hit = by_ino.get(e.inode())
                 if hit is not None:
-                    lost += _found(policy, e.path, os.lstat(e.path).st_dev, hit, by_ino, e.inode())
+                    is_dir = e.is_dir(follow_symlinks=False)
+                    lost += _found(policy, e.path, os.lstat(e.path).st_dev, hit, by_ino, e.inode(), is_dir)
             except OSError:
                 continue
-    return lost, [p for hits in by_ino.values() for _, paths in hits for p in paths]
+    return lost, [p for hits in by_ino.values() for _, paths, _ in hits for p in paths]
 
 
 def _listing(d: str) -> list[os.DirEntry[str]]:
@@ -517,16 +566,20 @@ def _found(
     hit: _Wanted,
     by_ino: dict[int, _Wanted],
     ino: int,
+    is_dir: bool,
 ) -> list[Lost]:
+    """here has the inode asked for: what it found (a directory id matches directories only)."""
     out = []
-    for want_dev, paths in hit:
-        if want_dev != dev:
+    for want in hit:
+        want_dev, paths, itself = want
+        if want_dev != dev or not (itself or is_dir):
             continue
         for old, owner in paths:
-            new = os.path.join(here, os.path.basename(old))
+            new = here if itself else os.path.join(here, os.path.basename(old))
             if os.path.lexists(new) and policy.hidden(new) is None:
-                out.append(Lost(f"{old} (now {new})", "a directory above it was moved", old, owner))
-        hit.remove((want_dev, paths))
+                why = "it was swapped or replaced" if itself else "a directory above it was moved"
+                out.append(Lost(f"{old} (now {new})", why, old, owner))
+        hit.remove(want)
         break
     if not hit:
         del by_ino[ino]
@@ -563,8 +616,10 @@ def _examine(
     path, index, gpath = record_path(env, root), _index_path(env), global_record_path(env)
     ids: dict[str, bytes] = dict(seen.dirs) if seen is not None else {}
     mine, users, blocked = _recorded(policy)
-    before, now = _read(path), _content(mine, ids, blocked)
-    gbefore, gnow = _read(gpath), _content(users, ids, blocked)
+    files = seen.files if seen is not None else {m.path: ident(m.path) for m in policy.masks}
+    own = {p: b"%d:%d" % got if got is not None else _NONE for p, got in files.items()}
+    before, now = _read(path), _content(mine, ids, blocked, own)
+    gbefore, gnow = _read(gpath), _content(users, ids, blocked, own)
     known = _load_index(index)
     root_id = _dir_id(root, ids)
     others = _related(known, root, root_id, cwd, before is None, tuple(policy.checkouts))
@@ -584,8 +639,8 @@ def _examine(
             # worktree the session moved, this launch's root: red team)
             data = _read(record_path(env, r))
             entries = [
-                (p, i)
-                for p, i in _entries(data)
+                (p, i, o)
+                for p, i, o in _full(data)
                 if p not in accepted and (not within or any(inside(p, t) for t in within) or _dir_moved(p, i, ids))
             ]
             if entries:
@@ -593,17 +648,16 @@ def _examine(
                 was_blocked |= _blocked(data)
             names = load_paths(data)
             if names:  # not this launch's own masks: a session cannot move a mask, only a directory above it
-                own = {m.path for m in policy.masks}
                 rec.guarded[record_path(env, r)] = sorted({*(p for p in names if p not in own), *map(_dirname, names)})
     if before != now:
-        sources.insert(0, (root, _entries(before), _mtime(path), ()))
+        sources.insert(0, (root, _full(before), _mtime(path), ()))
         was_blocked |= _blocked(before)
     if gbefore != gnow:  # the user's global blocks outside the project: the same for every project
-        sources.append((GLOBAL_RECORD, _entries(gbefore), _mtime(gpath), ()))
+        sources.append((GLOBAL_RECORD, _full(gbefore), _mtime(gpath), ()))
         was_blocked |= _blocked(gbefore)
     if not sources:  # the usual launch: the same masks as last time, nothing moved
         return rec, []
-    return rec, _judge(policy, sources, ids, env, was_blocked)
+    return rec, _judge(policy, sources, ids, env, was_blocked, own)
 
 
 def _accepted(path: str) -> set[str]:

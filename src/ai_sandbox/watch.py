@@ -155,7 +155,8 @@ def _moved_dirs(look: _Look) -> list[str]:
 
 def _late(record: str, looked: Iterable[str]) -> list[str]:
     """What the record holds now, other than what was looked at since the session started, that is not what the
-    launch that recorded it saw: a path gone, or its directory moved (recorded by a launch during the session)."""
+    launch that recorded it saw: a path gone or another file now, or its directory moved (recorded by a launch
+    during the session)."""
     if not record:
         return []
     from ai_sandbox import state  # in the watcher only
@@ -166,13 +167,13 @@ def _late(record: str, looked: Iterable[str]) -> list[str]:
         return []
     skip = set(looked)
     out: set[str] = set()
-    for p, was in entries:
+    for p, was, itself in entries:
         d = os.path.dirname(p)
         if not was or was == NONE or p in skip:
             continue
         if d not in skip and _dir_key(d) != was:
             out.add(d)
-        elif not os.path.lexists(p):
+        elif not os.path.lexists(p) or (itself and itself != NONE and _dir_key(p) != itself):
             out.add(p)
     return sorted(out)
 
@@ -260,7 +261,7 @@ def _child(
     try:
         _watch(paths, known, target, mode, alive, ifd, by_wd, fds)
     finally:  # the sandbox ended, or this session is being ended: a last look for what moved
-        _settle_log(moved_log, _changed(paths, known, parents, dir_ids) + _late(record, [*parents, *paths]))
+        _settle_log(moved_log, _changed(paths, parents, dir_ids) + _late(record, [*parents, *paths]))
         for rec, (log, look) in (theirs or {}).items():
             _settle_log(log, _moved_dirs(look) + _late(rec, [*look, *paths]))
 
@@ -272,24 +273,19 @@ def _parents(paths: list[str]) -> dict[str, str]:
 
 def _changed(
     paths: list[str],
-    known: dict[str, tuple[int, int] | None],
     parents: dict[str, str],
     dir_ids: Mapping[str, bytes] | None = None,
 ) -> list[str]:
-    """The hidden paths that are not what and where they were: another file at the path, or the same one reached
-    now through a link a session put above it. A link may resolve per process (red team: `svc` swapped for a link
-    to `/proc/self/fd/3/../far/svc`, which for this process alone, holding the project on fd 3, led back to the
-    moved directory); the next launch then finds the directory gone and must know it moved. A path gone from its
-    directory, which is still what it was, was deleted from outside (a mask cannot be moved, only a directory above
-    it): not noted, or the next launch would refuse for a file you deleted while the session ran (red team)."""
+    """The hidden paths whose directory is not what and where it was: another directory at its path, or the same
+    one reached now through a link a session put above it. A link may resolve per process (red team: `svc` swapped
+    for a link to `/proc/self/fd/3/../far/svc`, which for this process alone, holding the project on fd 3, led back
+    to the moved directory); the next launch then finds the directory gone and must know it moved. A mask cannot be
+    renamed or deleted from inside (a mount point), only a directory above it: a path gone, or another file at it,
+    in a directory still what it was, was deleted or replaced from outside, and is not noted (the next launch would
+    refuse for a file you deleted, or an editor saved, while the session ran: red team)."""
     ids = dir_ids or {}
     moved = {d for d, real in parents.items() if os.path.realpath(d) != real or _dir_key(d) != ids.get(d, _dir_key(d))}
-    out = []
-    for p in paths:
-        now = _ident(p)
-        if os.path.dirname(p) in moved or (now != known[p] and now is not None):
-            out.append(p)
-    return out
+    return [p for p in paths if os.path.dirname(p) in moved]
 
 
 def _watch(

@@ -65,9 +65,11 @@ def test_the_record_holds_each_hidden_path_with_its_directory_id(root, env):
         (f"{root}/config/master.key", _id(f"{root}/config")),
         (f"{root}/gone/x", b"-"),  # its directory does not exist: no id
     ]
+    own = [_id(f"{root}/.env"), _id(f"{root}/config/master.key"), b"-"]
     assert rec.content == state.MAGIC + b"".join(
-        os.fsencode(p) + b"\0" + i + b"\0" + state.IGNORED_ONLY + b"\0" for p, i in state._entries(rec.content)
-    )  # each hidden by git's ignores alone (an allowlist may keep it later)
+        os.fsencode(p) + b"\0" + i + b"\0" + o + b"\0" + state.IGNORED_ONLY + b"\0"
+        for (p, i), o in zip(state._entries(rec.content), own, strict=True)
+    )  # each with its own id, hidden by git's ignores alone (an allowlist may keep it later)
     state.record(rec)
     with open(rec.path, "rb") as f:
         assert f.read() == rec.content
@@ -209,7 +211,7 @@ def test_an_inode_is_the_recorded_directory_only_on_the_recorded_device(root, en
     os.makedirs(os.path.dirname(path))
     for dev, refused in ((st.st_dev + 1, False), (st.st_dev, True)):
         with open(path, "wb") as f:  # config/ was recorded with src/'s inode number
-            f.write(state.MAGIC + f"{root}/config/master.key\0{dev}:{st.st_ino}\0".encode())
+            f.write(state.MAGIC + f"{root}/config/master.key\0{dev}:{st.st_ino}\0-\0i\0".encode())
         found = state.findings(_policy(root, "config/master.key"), env, root)
         assert found == ([f"{root}/config/master.key (now {root}/src/master.key)"] if refused else []), dev
 
@@ -269,6 +271,63 @@ def test_only_the_logs_of_ended_sessions_are_settled_by_a_launch(root, env, tmp_
     assert [log.paths for log in state._all_logs(env)] == [{f"{root}/src"}]  # a stray name is no session's log
     state.forget(env, root, root)
     assert os.path.exists(running)
+
+
+# --- a hidden path swapped in place: its own device and inode ------------------------------------------------------
+
+
+def _swap(a: str, b: str) -> None:
+    """What renameat2(RENAME_EXCHANGE) does, in three renames."""
+    os.rename(a, a + ".swap")
+    os.rename(b, a)
+    os.rename(a + ".swap", b)
+
+
+def test_the_record_holds_each_masks_own_id(root, env):
+    rec = state.check(_policy(root, ".env", "secrets/"), env, root)
+    assert state._rows(rec.content) == [
+        (f"{root}/.env", _id(root), _id(f"{root}/.env"), state.IGNORED_ONLY),
+        (f"{root}/secrets", _id(root), _id(f"{root}/secrets"), state.IGNORED_ONLY),
+    ]
+
+
+def test_a_hidden_directory_swapped_with_a_readable_one_refuses_where_a_session_logged_it(root, env):
+    """make fuzz: a nested clone's session (which does not hide the project's files) swapped the project's hidden
+    secrets/ with its src/: the recorded path is there and hidden again, but what it held is readable as src/."""
+    _launch(_policy(root, "secrets/"), env)
+    _swap(f"{root}/secrets", f"{root}/src")
+    assert state.findings(_policy(root, "secrets/"), env, root) == []  # no session did it: yours
+    _log(env, root, _dead_pid(), f"{root}/secrets\0".encode())  # the clone's watcher noted it
+    assert state.findings(_policy(root, "secrets/"), env, root) == [f"{root}/secrets (now {root}/src)"]
+    _swap(f"{root}/secrets", f"{root}/src")
+    _swap(f"{root}/secrets/a", f"{root}/secrets/b")  # into another hidden place: still hidden
+    assert state.findings(_policy(root, "secrets/"), env, root) == []
+
+
+def test_a_hidden_file_swapped_with_a_readable_one_refuses_where_a_session_logged_it(root, env):
+    _launch(_policy(root, ".env"), env)
+    os.rename(f"{root}/.env", f"{root}/src/env.txt")
+    with open(f"{root}/.env", "w") as f:
+        f.write("decoy")
+    _log(env, root, _dead_pid(), f"{root}/.env\0".encode())
+    assert state.findings(_policy(root, ".env"), env, root) == [f"{root}/.env (now {root}/src/env.txt)"]
+
+
+def test_a_hidden_file_replaced_is_refused_only_where_a_session_logged_it_and_it_is_found_nowhere(root, env):
+    """An editor saving .env through a temp file and a rename gives it a new inode: yours, not a session's."""
+
+    def save(text: str) -> None:  # a new file, renamed over the old one (which is gone then)
+        with open(f"{root}/.env.tmp", "w") as f:
+            f.write(text)
+        os.rename(f"{root}/.env.tmp", f"{root}/.env")
+
+    _launch(_policy(root, ".env"), env)
+    save("edited")
+    assert state.findings(_policy(root, ".env"), env, root) == []
+    _launch(_policy(root, ".env"), env)
+    save("edited again")
+    _log(env, root, _dead_pid(), f"{root}/.env\0".encode())  # a session that did not hide it noted it
+    assert state.findings(_policy(root, ".env"), env, root) == [f"{root}/.env"]
 
 
 # --- the index of roots and launch directories ----------------------------------------------------------------------

@@ -271,3 +271,42 @@ def test_another_roots_paths_and_directories_that_moved_are_named_and_none_else(
     os.rename(dirs["same"] / ".env", tmp_path / "stash")
     moved = [str(dirs[n]) for n in ("gone", "linked", "deleted")] + [str(dirs["same"] / ".env")]
     assert sorted(watch._moved_dirs(look)) == sorted(moved)
+
+
+def test_a_mask_replaced_from_outside_in_a_directory_still_in_place_is_not_noted(tmp_path):
+    """A mask cannot be renamed or deleted from inside (a mount point): another file at its path, in a directory
+    that is what it was, is yours (an editor saving .env through a rename), and noting it made the next launch
+    refuse for it (state.py searches for what a log names by its own inode)."""
+    secret = tmp_path / ".env"
+    secret.write_text("x\n")
+    paths = [str(secret)]
+    was = watch._ident(str(secret))
+    parents, ids = watch._parents(paths), {str(tmp_path): watch._dir_key(str(tmp_path))}
+    (tmp_path / ".env.tmp").write_text("edited\n")
+    os.rename(tmp_path / ".env.tmp", secret)
+    assert watch._ident(str(secret)) != was
+    assert watch._changed(paths, parents, ids) == []
+    os.rename(tmp_path, str(tmp_path) + ".old")  # its directory moved: noted
+    os.mkdir(tmp_path)
+    assert watch._changed(paths, parents, ids) == [str(secret)]
+
+
+def test_late_names_a_recorded_path_that_is_another_file_now(tmp_path, monkeypatch):
+    """A launch recorded while the session ran (it did not hide that path): swapped or replaced since, it is noted,
+    as one gone is (make fuzz: a nested clone's session swapping the project's secrets/ with its src/)."""
+    from ai_sandbox import state
+
+    root = tmp_path / "p"
+    for d in ("secrets", "src", "keep"):
+        (root / d).mkdir(parents=True)
+    env = {"XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path)}
+    policy = Policy(
+        root=str(root), in_git=True, masks=[Mask(f"{root}/{d}", True, IGNORED, "x") for d in ("secrets", "keep")]
+    )
+    state.record(state.check(policy, env, str(root)))
+    record = state.record_path(env, str(root))
+    assert watch._late(record, []) == []
+    os.rename(root / "secrets", root / "tmp")
+    os.rename(root / "src", root / "secrets")
+    os.rename(root / "tmp", root / "src")
+    assert watch._late(record, []) == [f"{root}/secrets"]

@@ -55,7 +55,12 @@ pytestmark = pytest.mark.sandbox
 FUZZ_SECONDS = float(os.environ.get("AI_SANDBOX_FUZZ_SECONDS", "0"))
 STEPS = 6  # sessions per sequence
 EXAMPLES = 20  # sequences per identity and backend in `make test`
-PLAYED = {"sequences": 0, "launches": 0, "refused": 0}
+PLAYED = {"sequences": 0, "launches": 0, "refused": 0, "stopped": 0}
+# What git says when it stops at a mask: a hidden path it has to write (a mount point: EBUSY; another checkout's
+# read-only mask: EROFS, or EACCES in the directory bwrap puts over it). A documented gap (docs/threat-model.md):
+# git inside fails there, with what it did before that point done, and the same command outside completes it; the
+# sequence ends (the user would run it outside). Nothing else in the world is not the identity's to write.
+AT_A_MASK = ("Device or resource busy", "Read-only file system", "Permission denied")
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e",
@@ -204,6 +209,7 @@ class World:
         self.covered: set[str] = set()
         self.untrusted: set[str] = set()
         self.said = ""  # the last session's stderr
+        self.at_mask: list[str] = []  # the last session's actions that stopped at a mask (AT_A_MASK)
         home = self.ws.home
         self.out = self.base / "out"
         self.out.mkdir()
@@ -301,7 +307,12 @@ class World:
         places = f"{self.ws.repo} {self.wt} {self.wt}2 {self.ws.home} {self.out}"
         probe = "grep -rsaoh " + " ".join(f"-e {s}" for s in self.secrets) + f" {places}"
         script = [f"{probe}; echo @@start"]
-        script += [f'( cd "$REPO" && {a} ) >/dev/null 2>&1; echo @@$?' for a in actions]
+        script += [
+            f'e=$( ( cd "$REPO" && {a} ) 2>&1 >/dev/null ); echo @@$?; [ -z "$e" ] || printf "%s\\n" "$e" >&2; case $e in '
+            + "|".join(f'*"{m}"*' for m in AT_A_MASK)
+            + ") echo @@mask;; esac"
+            for a in actions
+        ]
         script.append(f"{probe}; echo @@end")
         env = self._env(self.base, self.out)
         scope = self.scope(where)  # before the session: one of its actions may move the clone it was launched from
@@ -325,7 +336,11 @@ class World:
         self.covered |= {s for s in scope if s not in start}
         self.untrusted |= set(self.secrets) - self.covered
         assert "@@end" in res.out, (res.rc, res.out, res.err)  # never ended midway (warn mode)
-        codes = [ln[2:] for ln in res.out.splitlines() if ln.startswith("@@") and ln[2:].isdigit()]
+        lines = [ln[2:] for ln in res.out.splitlines() if ln.startswith("@@") and (ln[2:].isdigit() or ln == "@@mask")]
+        codes = [c for c in lines if c.isdigit()]
+        at = {i for i, c in enumerate(lines) if c == "mask"}
+        # which action stopped at a mask: the code line before each "mask" line
+        self.at_mask = [actions[sum(1 for c in lines[:i] if c.isdigit()) - 1] for i in sorted(at)]
         return False, [c == "0" for c in codes]
 
     def users_word(self) -> None:
@@ -448,18 +463,17 @@ class Sessions(RuleBasedStateMachine):
     def make_world(self) -> None:
         self.world = World(self.identity, self.backend)
         self.refused = False
+        self.stopped = False  # git stopped at a mask (AT_A_MASK): nothing more is compared
         PLAYED["sequences"] += 1
 
-    @precondition(lambda self: self.refused)
+    @precondition(lambda self: self.refused or self.stopped)
     @rule()
     def after_a_refusal(self) -> None:
-        """Nothing more: the user would look, and `accept` or undo."""
+        """Nothing more: the user would look, and `accept` or undo (or run outside what git inside could not)."""
 
-    @precondition(lambda self: not self.refused)
+    @precondition(lambda self: not (self.refused or self.stopped))
     @rule(actions=SESSIONS, where=WHERE)
     def session(self, actions: list[str], where: str) -> None:
-        if where == "wt":  # git in the main checkout, where its hidden directories are read-only masks (GAPS)
-            actions = [a for a in actions if a != "git reset -q --hard"]
         self.play(actions, where)
 
     def play(self, actions: list[str], where: str) -> None:
@@ -469,6 +483,10 @@ class Sessions(RuleBasedStateMachine):
         if self.refused:
             return
         done = [a for a, good in zip(actions, ok, strict=True) if good]
+        if any(a.startswith("git ") and a not in done for a in self.world.at_mask):
+            self.stopped = True  # a documented gap (AT_A_MASK); what it read was checked all the same
+            PLAYED["stopped"] += 1
+            return
         self.world.replay(self.world.unseen(done, hidden))
         sessions_ended(self.world.ws)  # firejail: the watcher ends the session a moment after the launch returned
         w = self.world
@@ -478,7 +496,7 @@ class Sessions(RuleBasedStateMachine):
         c = w.control
         theirs = w.state(c / "repo", c / "home", c / "out", w.worktree(c))
         for key in mine:
-            assert mine[key] == theirs[key], f"{key} differs from the control after {actions} (done: {done})"
+            assert mine[key] == theirs[key], f"{w.said}\n{key} differs from the control after {actions} (done: {done})"
 
     def teardown(self) -> None:
         if getattr(self, "world", None) is not None:
@@ -539,7 +557,7 @@ COUNTEREXAMPLES = {
     # the clone's session unstaged svc/app.py and excluded svc/ (.git/info/exclude: every checkout's), the
     # project's edited .gitignore; a session launched from the worktree ran `git reset --hard` in the main checkout:
     # another checkout's hidden directory is a read-only mask, and git stopped there, .gitignore reset but not the
-    # index (a documented gap: GAPS)
+    # index (a documented gap: AT_A_MASK)
     "a reset from the worktree after the clone's session excluded a directory": [
         ("lib", ["mkdir -p svc/sub && echo x > svc/sub/new.txt", "git rm -q --cached svc/app.py",
                  "echo svc/ >> .git/info/exclude"]),
@@ -576,15 +594,16 @@ COUNTEREXAMPLES = {
         ("", []),
         ("", ["git commit -qam m"]),
     ],
-    # svc/ ignored whole, then swapped with .gemini/ twice; `git reset --hard` inside stopped midway, .gitignore
-    # already reset (found by the last make fuzz run; open)
+    # svc/ ignored whole, then swapped with .gemini/ twice: the masks of what svc/ held at the launch moved along,
+    # onto .gemini/settings.json, tracked; `git reset --hard` inside stopped there (EBUSY), .gitignore already reset
+    # (found by make fuzz; a documented gap: AT_A_MASK)
     "a reset after a hidden directory was swapped with a tool directory": [
         ("", ["echo svc/ >> .gitignore"]),
         ("", ["python3 $OUT/../fsop.py swap svc .gemini"]),
         ("", ["python3 $OUT/../fsop.py swap svc .gemini", "git reset -q --hard"]),
     ],
     # the clone's session swapped the project's hidden secrets/ with its visible src/: the recorded path is there,
-    # and hidden, but what it held is now src/ (found by the last make fuzz run; open)
+    # and hidden, but what it held is now src/ (found by make fuzz; the record now keeps each path's own inode)
     "a clone's session swaps the project's hidden directory with a visible one": [
         ("lib", []),
         ("", []),
@@ -599,23 +618,18 @@ COUNTEREXAMPLES = {
 }  # fmt: skip
 
 
-# Counterexamples that are documented gaps (docs/threat-model.md): strict xfails, which fail once the gap closes.
-GAPS = {
-    "a reset after a hidden directory was swapped with a tool directory": "open (make fuzz, issue 24): git stops"
-    " midway in a hidden directory a session swapped with a tool directory",
-    "a clone's session swaps the project's hidden directory with a visible one": "open (make fuzz, issue 24): the"
-    " record keeps no identity of the hidden path itself, only of its directory",
-    "a reset from the worktree after the clone's session excluded a directory": "known gap: git midway at a read-only"
-    " mask (another checkout's hidden directory, from a session launched in a linked worktree)",
+# Counterexamples where git stops at a mask, a documented gap (AT_A_MASK): the replay must end there, and fails once
+# git no longer stops (then the sequence is compared with the control as any other).
+STOPS = {
+    "a reset after a hidden directory was swapped with a tool directory",
+    "a reset from the worktree after the clone's session excluded a directory",
 }
 
 
 @pytest.mark.parametrize("case", list(COUNTEREXAMPLES))
 @pytest.mark.parametrize("identity", IDENTITIES)
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_what_make_fuzz_found_holds(identity, backend, case, request):
-    if case in GAPS:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=GAPS[case]))
+def test_what_make_fuzz_found_holds(identity, backend, case):
     require("git")
     if backend == "bwrap":
         require("bwrap")
@@ -623,8 +637,9 @@ def test_what_make_fuzz_found_holds(identity, backend, case, request):
     try:
         machine.make_world()
         for where, actions in COUNTEREXAMPLES[case]:
-            if machine.refused:
+            if machine.refused or machine.stopped:
                 break
             machine.play(actions, where)
+        assert machine.stopped == (case in STOPS), machine.world.said
     finally:
         machine.teardown()

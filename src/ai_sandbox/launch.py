@@ -271,7 +271,7 @@ def run(req: Request) -> int:
         prepared = prepare(req)
     table = nested.mounts()
     inside = nested.inside_sandbox(table)
-    rec = state.check(prepared.policy, req.env, seen=prepared.seen)
+    rec = state.check(prepared.policy, req.env, seen=prepared.seen, nested=inside)
     if inside:
         return _run_nested(prepared, req, table)
     err = prepared.backend.unavailable()

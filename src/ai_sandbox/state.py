@@ -415,7 +415,7 @@ def _judge(
     """What would be readable, for every recorded path of these sources; an owner is a root, or GLOBAL_RECORD. A
     path of another root's record that lies outside this launch's trees counts only where its directory is found
     moved into them. blocked: recorded paths a rule no allowlist overrides hid (never exempt as kept). own: this
-    launch's masks' own ids (the snapshot's)."""
+    launch's masks' own ids (the snapshot's); None: not compared (inside a sandbox, a mask's id is the mask's)."""
     kept = _kept_by_code(policy) - set(blocked)
     lost: list[Lost] = []
     wanted: dict[bytes, list[tuple[str, str]]] = {}  # directory id -> (recorded path, owner), where it moved
@@ -447,7 +447,8 @@ def _judge(
                 and (p, owner) not in elsewhere
                 and oid
                 and oid != _NONE
-                and ((own or {}).get(p) or _dir_id(p, {})) != oid
+                and own is not None
+                and (own.get(p) or _dir_id(p, {})) != oid
             ):
                 replaced.setdefault(oid, []).append((p, owner))  # swapped or replaced: by you, or a session
             if (p, owner) not in elsewhere and policy.hidden(p) is None and p not in kept and os.path.lexists(p):
@@ -608,9 +609,10 @@ class Record:
 
 
 def _examine(
-    policy: Policy, env: Mapping[str, str], cwd: str, seen: Snapshot | None = None
+    policy: Policy, env: Mapping[str, str], cwd: str, seen: Snapshot | None = None, nested: bool = False
 ) -> tuple[Record, list[Lost]]:
-    """seen: the launch's one look at the masks (idents.py); without one (explain), a look of its own."""
+    """seen: the launch's one look at the masks (idents.py); without one (explain), a look of its own. nested: a
+    launch inside a sandbox, where each hidden path is the mask over it (its own id is not compared)."""
     root = policy.root
     cwd = os.path.realpath(cwd or os.getcwd())
     path, index, gpath = record_path(env, root), _index_path(env), global_record_path(env)
@@ -657,7 +659,7 @@ def _examine(
         was_blocked |= _blocked(gbefore)
     if not sources:  # the usual launch: the same masks as last time, nothing moved
         return rec, []
-    return rec, _judge(policy, sources, ids, env, was_blocked, own)
+    return rec, _judge(policy, sources, ids, env, was_blocked, None if nested else own)
 
 
 def _accepted(path: str) -> set[str]:
@@ -672,10 +674,13 @@ def _mtime(path: str) -> int:
         return 0
 
 
-def check(policy: Policy, env: Mapping[str, str], cwd: str = "", seen: Snapshot | None = None) -> Record:
+def check(
+    policy: Policy, env: Mapping[str, str], cwd: str = "", seen: Snapshot | None = None, nested: bool = False
+) -> Record:
     """Refuse if this launch would reveal what an earlier one hid; returns what `record` writes. cwd: where
-    the launch runs (default: here); seen: the launch's one look at its masks, which the record keeps."""
-    rec, lost = _examine(policy, env, cwd, seen)
+    the launch runs (default: here); seen: the launch's one look at its masks, which the record keeps; nested:
+    inside a sandbox (a nested launch runs the agent directly, and records nothing)."""
+    rec, lost = _examine(policy, env, cwd, seen, nested)
     if lost:
         shown = some(x.shown for x in lost)
         why = "; ".join(dict.fromkeys(x.why for x in lost))

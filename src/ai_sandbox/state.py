@@ -552,6 +552,13 @@ def _moved(
     return lost, [p for hits in by_ino.values() for _, paths, _ in hits for p in paths]
 
 
+def _links(path: str) -> int:
+    try:
+        return os.lstat(path).st_nlink
+    except OSError:
+        return 0
+
+
 def _listing(d: str) -> list[os.DirEntry[str]]:
     try:
         with os.scandir(d) as it:
@@ -580,6 +587,9 @@ def _found(
             if os.path.lexists(new) and policy.hidden(new) is None:
                 why = "it was swapped or replaced" if itself else "a directory above it was moved"
                 out.append(Lost(f"{old} (now {new})", why, old, owner))
+            elif itself and not is_dir and _links(new) > 1:  # hidden here, and maybe readable under another name
+                why = "it was swapped or replaced, and has another name (a hard link) no search can vouch for"
+                out.append(Lost(f"{old} (now {new}, which has another name)", why, old, owner))
         hit.remove(want)
         break
     if not hit:

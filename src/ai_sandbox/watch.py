@@ -38,6 +38,7 @@ from ai_sandbox.idents import NONE, Snapshot
 from ai_sandbox.policy import Policy
 
 RECHECK = 2.0  # seconds between full re-checks
+HELD = 256  # other roots' recorded paths held open (O_PATH) from the start: what became of each is known at the end
 MAX_WATCHES = 2048  # directories watched with inotify; masks beyond that rely on the full re-check
 _IN_CREATE, _IN_DELETE, _IN_MOVED_FROM, _IN_MOVED_TO = 0x100, 0x200, 0x40, 0x80
 _IN_DELETE_SELF, _IN_MOVE_SELF, _IN_IGNORED, _IN_Q_OVERFLOW = 0x400, 0x800, 0x8000, 0x4000
@@ -75,6 +76,7 @@ def start(
         moved_log = f"{moved_log}.{target}"
         _any(moved_log)
     theirs = {rec: (f"{rec}.moved.{target}", _looks(dirs)) for rec, dirs in (guarded or {}).items()}
+    held = _hold(sorted({n for _, look in theirs.values() for n in look}))
     # each mask's directory as the launch saw it (seen, idents.py), before the agent can move it
     dir_ids: dict[str, bytes] = {
         d: (seen.dirs.get(d) if seen is not None else None) or _dir_key(d) for d in {os.path.dirname(p) for p in paths}
@@ -92,10 +94,14 @@ def start(
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _OUTLIVED)
         os.close(done_r)
         os.close(done_w)
+        for fd in held.values():
+            os.close(fd)
         return None  # no watcher rather than no agent; the gap is documented
     if pid != 0:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _OUTLIVED)
         os.close(done_r)
+        for fd in held.values():
+            os.close(fd)
 
         def ended() -> None:
             with contextlib.suppress(OSError):
@@ -113,7 +119,7 @@ def start(
             _detach(background)
         known = {p: seen.files[p] if seen is not None and p in seen.files else _ident(p) for p in paths}
         # no paths (on_end only): it outlives the sandbox
-        _child(paths, known, target, mode, moved_log, theirs, record, dir_ids)
+        _child(paths, known, target, mode, moved_log, theirs, record, dir_ids, held)
     except BaseException:  # a watcher must never print a traceback over the agent's screen
         code = 1
     finally:
@@ -148,9 +154,34 @@ def _looks(names: Iterable[str]) -> _Look:
     return {n: (_dir_key(n), os.path.realpath(n) if n in dirs else "") for n in names}
 
 
-def _moved_dirs(look: _Look) -> list[str]:
-    """The directories that are not what and where they were."""
-    return [d for d, (was, real) in look.items() if _dir_key(d) != was or (real and os.path.realpath(d) != real)]
+def _hold(names: list[str]) -> dict[str, int]:
+    """A descriptor (O_PATH) of each of the first HELD names, taken with the look, before the agent starts."""
+    out: dict[str, int] = {}
+    for n in names[:HELD]:
+        with contextlib.suppress(OSError):
+            out[n] = os.open(n, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+    return out
+
+
+def _moved_dirs(look: _Look, held: Mapping[str, int] | None = None) -> list[str]:
+    """The paths and directories that are not what and where they were; not one whose file is gone from every
+    directory (held: its link count is 0): it was deleted, or its last name replaced (an editor saving `.env`
+    through a rename, which made the project's next launch refuse for good: fourteenth red team), not moved."""
+    out = []
+    for d, (was, real) in look.items():
+        if _dir_key(d) != was or (real and os.path.realpath(d) != real):
+            fd = (held or {}).get(d)
+            if fd is not None and _links(fd) == 0:
+                continue
+            out.append(d)
+    return out
+
+
+def _links(fd: int) -> int:
+    try:
+        return os.fstat(fd).st_nlink
+    except OSError:
+        return -1
 
 
 def _late(record: str, looked: Iterable[str]) -> list[str]:
@@ -249,6 +280,7 @@ def _child(
     theirs: Mapping[str, tuple[str, _Look]] | None = None,
     record: str = "",
     dir_ids: Mapping[str, bytes] | None = None,
+    held: Mapping[str, int] | None = None,
 ) -> None:
     _outlive_signals()
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -263,7 +295,7 @@ def _child(
     finally:  # the sandbox ended, or this session is being ended: a last look for what moved
         _settle_log(moved_log, _changed(paths, parents, dir_ids) + _late(record, [*parents, *paths]))
         for rec, (log, look) in (theirs or {}).items():
-            _settle_log(log, _moved_dirs(look) + _late(rec, [*look, *paths]))
+            _settle_log(log, _moved_dirs(look, held) + _late(rec, [*look, *paths]))
 
 
 def _parents(paths: list[str]) -> dict[str, str]:

@@ -10,6 +10,7 @@ the same commands ran without any sandbox. Secrets are fresh random strings no s
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import threading
@@ -1212,3 +1213,39 @@ def test_hidden_files_you_delete_while_a_session_runs_never_refuse_a_launch(ws, 
     for res in (during, after):
         assert res.rc == 0 and "@@ran" in res.out, res.err
         assert secret not in res.out + res.err
+
+
+def test_a_hidden_file_you_save_while_a_nested_clones_session_runs_never_refuses_a_launch(ws, firejail):
+    """Fourteenth red team: the project launched once, a session of its nested clone runs (it does not hide the
+    project's files, and its watcher notes those of the project's record that change), and you save the project's
+    `.env` the way editors do (a new file renamed over it: `sed -i`, vim). The clone's watcher noted it, the old
+    file was found nowhere, and every later launch of the project refused until `accept`. The watcher holds each
+    path it guards: one whose file is gone from every directory (its last name replaced) was not moved anywhere.
+    While that session runs its log says "any", and a launch of the project refuses (it cannot tell yet)."""
+
+    secret = token("ENVSECRET")
+    ws.write(".gitignore", ".env\nsecrets/\n")
+    ws.write("a", "x\n")
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "c")
+    ws.write(".env", "OLD\n")
+    ws.write("secrets/key", "OLD\n")
+    lib = ws.repo / "lib"
+    _repo(ws, lib)
+    _show(ws.run("--", "true", cwd=lib))
+    _show(ws.run("--", "true"))
+    t = _held(ws, "s", lib)
+    try:
+        for rel in (".env", "secrets/key"):
+            ws.write(rel + ".new", secret + "\n")
+            os.rename(ws.repo / (rel + ".new"), ws.repo / rel)
+        during = ws.run("--", "sh", "-c", "echo @@ran; cat .env secrets/key; true")
+    finally:
+        (ws.base / "flags" / "s-end").touch()
+        t.join(60)
+    sessions_ended(ws)
+    time.sleep(0.5)  # firejail: the watcher settles its log a moment after the launch returned
+    after = ws.run("--", "sh", "-c", "echo @@ran; cat .env secrets/key; true")
+    assert during.rc == 65 and "moved away during a session" in during.err, during.err
+    assert after.rc == 0 and "@@ran" in after.out, after.err
+    assert secret not in during.out + during.err + after.out + after.err

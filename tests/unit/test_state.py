@@ -330,6 +330,22 @@ def test_a_hidden_file_replaced_is_refused_only_where_a_session_logged_it_and_it
     assert state.findings(_policy(root, ".env"), env, root) == [f"{root}/.env"]
 
 
+@pytest.mark.parametrize("where", ["inside", "outside"])
+def test_a_replaced_hidden_file_found_hidden_under_another_name_refuses_when_it_has_more_names(root, env, where):
+    """Fourteenth red team: a nested clone's session hard-linked the project's `.env` to `a.key` (hidden too), moved
+    `.env` to a readable place (in the project or out of it) and put a decoy at its name. The search met `a.key`
+    first, took the file for found and hidden, and the next launch showed it at its other name."""
+    policy = _policy(root, ".env", "a.key")
+    _launch(policy, env)
+    os.link(f"{root}/.env", f"{root}/a.key")
+    far = f"{root}/src/notes.txt" if where == "inside" else f"{os.path.dirname(root)}/far"
+    os.rename(f"{root}/.env", far)
+    with open(f"{root}/.env", "w") as f:
+        f.write("decoy")
+    _log(env, root, _dead_pid(), f"{root}/.env\0".encode())
+    assert state.findings(policy, env, root) == [f"{root}/.env (now {root}/a.key, which has another name)"]
+
+
 # --- the index of roots and launch directories ----------------------------------------------------------------------
 
 

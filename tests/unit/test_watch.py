@@ -310,3 +310,25 @@ def test_late_names_a_recorded_path_that_is_another_file_now(tmp_path, monkeypat
     os.rename(root / "src", root / "secrets")
     os.rename(root / "tmp", root / "src")
     assert watch._late(record, []) == [f"{root}/secrets"]
+
+
+def test_a_guarded_path_whose_file_is_gone_from_every_directory_was_not_moved(tmp_path):
+    """Held from the look: a file whose last name was replaced (an editor's save) has no link left, and is not
+    noted; one swapped or moved still has one, and is."""
+    for name in ("saved", "moved", "linked"):
+        (tmp_path / name).write_text("x\n")
+    names = [str(tmp_path / n) for n in ("saved", "moved", "linked")]
+    look, held = watch._looks(names), watch._hold(names)
+    try:
+        (tmp_path / "new").write_text("edited\n")
+        os.rename(tmp_path / "new", tmp_path / "saved")
+        os.rename(tmp_path / "moved", tmp_path / "far")
+        (tmp_path / "moved").write_text("decoy\n")
+        os.link(tmp_path / "linked", tmp_path / "other")
+        os.remove(tmp_path / "linked")
+        (tmp_path / "linked").write_text("decoy\n")
+        assert sorted(watch._moved_dirs(look, held)) == [str(tmp_path / "linked"), str(tmp_path / "moved")]
+        assert sorted(watch._moved_dirs(look)) == sorted(names)  # nothing held: every one that changed
+    finally:
+        for fd in held.values():
+            os.close(fd)

@@ -66,19 +66,21 @@ class Marks:
     sparse: list[str] = factory(list)  # roots whose sparse checkout would clear the marks
     blobs: dict[str, dict[str, str]] = factory(dict)  # root -> needed path -> its object id in the index
     marked: dict[str, dict[str, str]] = factory(dict)  # root -> every entry flagged when git listed it -> object id
+    missing: list[str] = factory(list)  # tracked paths a mask hides that the work tree lacks: no mark, but tracked
 
     @property
     def paths(self) -> list[str]:
         return [os.path.join(tree, p) for tree, paths in self.needs.items() for p in paths]
 
     def collect(self, policy: Policy, trees: Iterable[Tree]) -> list[str]:
-        """Note the tracked files a mask of this policy hides, from each work tree's scan; their paths (what
-        policy.build's `tracked` asks). An ignored path git listed is untracked by definition, so only the
-        other masks are looked at: most launches look at none."""
+        """Note the tracked files a mask of this policy hides, from each work tree's scan; their paths, those
+        missing from the work tree too (what policy.build's `tracked` asks: a directory the index tracks a file in
+        is never a scratch, or what git writes back there vanishes; found by make fuzz). An ignored path git listed
+        is untracked by definition, so only the other masks are looked at: most launches look at none."""
         masks = [m for m in policy.masks if m.layer != IGNORED or m.how != How.EXACT]
         for tree in trees if masks else ():
             self._collect_tree(policy.root, tree, masks)
-        return self.paths
+        return self.paths + self.missing
 
     def _collect_tree(self, root: str, tree: Tree, masks: list[Mask]) -> None:
         base = os.path.join(root, tree.prefix).rstrip("/") + "/"
@@ -93,6 +95,7 @@ class Marks:
         # a tracked file missing from the work tree has nothing to hide, and a mark would make git inside take the
         # index's copy for it: `commit -a` left out its deletion (found by make fuzz: another root's session moved
         # the directory aside before the launch that blocks it)
+        self.missing += [base + p for p in found if not os.path.lexists(base + p)]
         found = [p for p in found if os.path.lexists(base + p)]
         if found:
             top = base.rstrip("/")

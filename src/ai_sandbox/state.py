@@ -251,16 +251,22 @@ def _dir_id(path: str, ids: dict[str, bytes]) -> bytes:
     return got
 
 
-def _recorded(policy: Policy) -> tuple[list[str], list[str], set[str]]:
+def _recorded(policy: Policy, users: Iterable[str] = ()) -> tuple[list[str], list[str], set[str]]:
     """(the project's, the user's global record's) paths of this launch: the masks the rules asked for, and
     where a directory is hidden whole only to fit the backend's limit, the paths inside it (or a later launch
-    under the limit would look like an un-hiding). A global block outside the project is the user's. And which of
-    them a rule no allowlist overrides hid (any layer but git's ignores)."""
+    under the limit would look like an un-hiding). A global block outside the project is the user's; one inside it
+    the project's, and the user's too where the user's record holds it (users): a launch from the home itself
+    wrote that record empty, and its session's move of ~/.aws went unseen by every other project (fifteenth red
+    team). And which of them a rule no allowlist overrides hid (any layer but git's ignores)."""
     mine: list[str] = []
     theirs: list[str] = []
     blocked: set[str] = set()
+    held = set(users)
     for m in [*(m for m in policy.masks if m.how not in MERGED), *policy.capped]:
-        (theirs if m.layer == GLOBAL and not inside(m.path, policy.root) else mine).append(m.path)
+        outside = not inside(m.path, policy.root)
+        (theirs if m.layer == GLOBAL and outside else mine).append(m.path)
+        if m.layer == GLOBAL and not outside and m.path in held:
+            theirs.append(m.path)
         if m.layer != IGNORED:
             blocked.add(m.path)
     return mine, theirs, blocked
@@ -627,11 +633,12 @@ def _examine(
     cwd = os.path.realpath(cwd or os.getcwd())
     path, index, gpath = record_path(env, root), _index_path(env), global_record_path(env)
     ids: dict[str, bytes] = dict(seen.dirs) if seen is not None else {}
-    mine, users, blocked = _recorded(policy)
+    gbefore = _read(gpath)
+    mine, users, blocked = _recorded(policy, load_paths(gbefore))
     files = seen.files if seen is not None else {m.path: ident(m.path) for m in policy.masks}
     own = {p: b"%d:%d" % got if got is not None else _NONE for p, got in files.items()}
     before, now = _read(path), _content(mine, ids, blocked, own)
-    gbefore, gnow = _read(gpath), _content(users, ids, blocked, own)
+    gnow = _content(users, ids, blocked, own)
     known = _load_index(index)
     root_id = _dir_id(root, ids)
     others = _related(known, root, root_id, cwd, before is None, tuple(policy.checkouts))

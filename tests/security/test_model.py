@@ -610,6 +610,14 @@ COUNTEREXAMPLES = {
         ("lib", ["python3 $OUT/../fsop.py swap secrets src"]),
         ("", []),
     ],
+    # src/main.py (the index's) moved out by the swap, then src/ blocked: a hidden directory the index tracks a file in
+    # became a scratch, since that file was missing (it gets no mark), and a link the session made there vanished at
+    # exit (found by make fuzz)
+    "a hidden directory whose tracked file is missing at the launch": [
+        ("", ["git mv src/app.py src/main.py"]),
+        ("", ["python3 $OUT/../fsop.py swap svc src", "printf 'block = [\"*.tfvars\", \"src/\"]\\n' > .ai-sandbox.toml"]),
+        ("", ["ln -sfn ../svc/.env src/link.env"]),
+    ],
     # src/ swapped with svc/ after src/ was moved into itself: svc/app.py missing after the session, not named
     "a directory swapped with one a failed move left in place": [
         ("", ["python3 $OUT/../fsop.py mv src svc2"]),

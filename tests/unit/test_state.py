@@ -513,6 +513,21 @@ def test_a_global_block_moved_beside_itself_refuses_in_every_project(root, env, 
         assert f"{creds} (now {home}/.aws_old/credentials)" in e.value.message
 
 
+def test_a_launch_whose_root_holds_a_global_block_keeps_it_in_the_users_record(root, env, tmp_path):
+    """Fifteenth red team: a launch from the home itself (no repository: the home is its root) recorded
+    ~/.aws/credentials as its own and wrote the user's record empty; its session moved ~/.aws aside, and every
+    other project's next launch, with nothing recorded, showed ~/.aws_old/credentials."""
+    creds, other = _aws(tmp_path)
+    home = os.path.dirname(os.path.dirname(creds))
+    _launch(_with_global(other, creds), env)
+    _launch(_with_global(home, creds), env)
+    assert state.load(state.global_record_path(env)) == [creds]
+    os.rename(os.path.dirname(creds), f"{home}/.aws_old")
+    with pytest.raises(PolicyError) as e:
+        state.check(_policy(other), env, other)
+    assert f"{creds} (now {home}/.aws_old/credentials)" in e.value.message
+
+
 def test_a_global_block_moved_far_refuses_when_any_projects_session_logged_it(root, env, tmp_path):
     creds, other = _aws(tmp_path)
     _launch(_with_global(root, creds), env)

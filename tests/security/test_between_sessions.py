@@ -83,6 +83,25 @@ def test_a_global_block_whose_directory_a_session_moved_refuses_every_later_laun
     assert secret in _show(ws.run("--", "sh", "-c", read, cwd=other)).out
 
 
+@pytest.mark.parametrize("move", list(MOVES_IN_HOME))
+def test_a_session_launched_from_the_home_itself_cannot_unrecord_a_global_block(ws, firejail, move):
+    """Fifteenth red team: a launch from the home (no repository there: the home is its root) holds
+    ~/.aws/credentials inside its root; old code recorded it as that root's own and wrote the user's record of
+    global blocks empty. Its session moved ~/.aws and put a decoy in its place, and the project's next launch, with
+    nothing recorded, showed the secret where it went."""
+    secret = token("AWSSECRET")
+    (ws.home / ".aws").mkdir()
+    (ws.home / ".aws" / "credentials").write_text(secret + "\n")
+    ws.config_file.write_text('block = ["~/.aws/credentials"]\n')
+    _show(ws.run("--", "true"))
+    decoy = "mkdir ~/.aws && echo decoy > ~/.aws/credentials"
+    res = ws.run("--", "sh", "-c", f"cat ~/.aws/credentials; {MOVES_IN_HOME[move]} && {decoy}", cwd=ws.home)
+    assert res.rc == 0 and secret not in res.out + res.err, res.err
+    moved = {"beside": ".aws_old", "deeper": "x/y/aws"}[move]
+    assert (ws.home / moved / "credentials").read_text() == secret + "\n"  # the move really happened
+    _refused(_show(ws.run("--", "sh", "-c", f"echo @@read; cat ~/{moved}/credentials; true")), secret)
+
+
 # --- F4: a file hidden inside a tool directory, the directory then ignored whole ------------------------------
 
 

@@ -590,7 +590,10 @@ def _found(
             continue
         for old, owner in paths:
             new = here if itself else os.path.join(here, os.path.basename(old))
-            if os.path.lexists(new) and policy.hidden(new) is None:
+            mask = policy.hidden(new)
+            # the user's record holds for every project: hidden there by this project's rules alone, it is readable
+            # from the others (sixteenth red team: ~/.aws moved into a project that ignores it)
+            if os.path.lexists(new) and (mask is None or (owner == GLOBAL_RECORD and mask.layer != GLOBAL)):
                 why = "it was swapped or replaced" if itself else "a directory above it was moved"
                 out.append(Lost(f"{old} (now {new})", why, old, owner))
             elif itself and not is_dir and _links(new) > 1:  # hidden here, and maybe readable under another name

@@ -102,6 +102,27 @@ def test_a_session_launched_from_the_home_itself_cannot_unrecord_a_global_block(
     _refused(_show(ws.run("--", "sh", "-c", f"echo @@read; cat ~/{moved}/credentials; true")), secret)
 
 
+def test_a_global_block_a_session_moved_into_its_project_and_ignored_there_refuses(ws, firejail):
+    """Sixteenth red team: a session moved ~/.aws into its project and ignored it there (`.aws/` in .gitignore). The
+    project's next launch found the directory hidden by the project's own rules, passed, and wrote the user's record
+    of global blocks anew: another project's launch then showed the secret. That record holds for every project."""
+    secret = token("AWSSECRET")
+    (ws.home / ".aws").mkdir()
+    (ws.home / ".aws" / "credentials").write_text(secret + "\n")
+    ws.config_file.write_text('block = ["~/.aws/credentials"]\n')
+    other = ws.base / "other"
+    _repo(ws, other)
+    proj = ws.home / "projq"  # in the home: a rename there moves ~/.aws (from the repository it would be a copy)
+    _repo(ws, proj)
+    _show(ws.run("--", "true", cwd=proj))
+    move = "mv ~/.aws .aws && mkdir ~/.aws && echo decoy > ~/.aws/credentials && echo .aws/ >> .gitignore"
+    assert _show(ws.run("--", "sh", "-c", move, cwd=proj)).rc == 0
+    assert (proj / ".aws" / "credentials").read_text() == secret + "\n"  # the move really happened
+    read = f"echo @@read; cat {proj}/.aws/credentials; true"
+    _refused(_show(ws.run("--", "sh", "-c", read, cwd=proj)), secret)
+    _refused(_show(ws.run("--", "sh", "-c", read, cwd=other)), secret)
+
+
 # --- F4: a file hidden inside a tool directory, the directory then ignored whole ------------------------------
 
 

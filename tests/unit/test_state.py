@@ -528,6 +528,21 @@ def test_a_launch_whose_root_holds_a_global_block_keeps_it_in_the_users_record(r
     assert f"{creds} (now {home}/.aws_old/credentials)" in e.value.message
 
 
+def test_a_global_block_moved_where_only_this_projects_rules_hide_it_refuses(root, env, tmp_path):
+    """Sixteenth red team: a session moved ~/.aws into its project and ignored it there; the project's next launch
+    found the directory hidden (by the project's own rules) and passed, and wrote the user's record anew: every other
+    project's launch then showed ~/projQ/.aws/credentials. The user's record holds for every project: moved, the
+    block is hidden still only where a global block hides its new place."""
+    creds, other = _aws(tmp_path)
+    _launch(_with_global(root, creds), env)
+    os.rename(os.path.dirname(creds), f"{root}/.aws")
+    policy = _with_global(root, creds, ".aws/")
+    assert state.findings(policy, env, root) == [f"{creds} (now {root}/.aws/credentials)"]
+    anywhere = _with_global(root, creds)  # a global block that hides it wherever it is
+    anywhere.masks.append(Mask(f"{root}/.aws", True, GLOBAL, "block (config.toml:1)"))
+    assert state.findings(anywhere, env, root) == []
+
+
 def test_a_global_block_moved_far_refuses_when_any_projects_session_logged_it(root, env, tmp_path):
     creds, other = _aws(tmp_path)
     _launch(_with_global(root, creds), env)

@@ -321,6 +321,11 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
         return None
 
     held = skipworktree.Held(marks.needs) if marks.needs else None
+    stashed = b""
+    if dirs and os.path.exists(os.path.join(policy.root, ".git", "logs", "refs", "stash")):  # unwritten.STASH_LOG
+        from ai_sandbox import unwritten  # only where there is a stash: its list, for the session's end
+
+        stashed = unwritten.stashes(policy.root)
 
     def end(pid: int) -> None:
         if marks.needs:
@@ -328,7 +333,7 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
         if dirs:
             from ai_sandbox import unwritten  # after the session, never on the launch path
 
-            unwritten.after(policy.root, seen, unwritten.pending(policy, trees, marks))
+            unwritten.after(policy.root, seen, unwritten.pending(policy, trees, marks), stashed)
 
     return end
 

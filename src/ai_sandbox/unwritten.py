@@ -12,6 +12,11 @@ root swapped for a link, R1, and a worktree the session registered, R2). So noth
 the session names the files and the command to review and write them; `git status` shows them deleted until
 then. Only inside the project the launch looked at, its root proved by the device and inode of the launch's
 look, and git run in that very directory (/proc/self/fd).
+
+The same for untracked files: `git stash pop` of a stash made with `-u` writes them into the scratch and drops the
+stash (sixteenth red team: gone at exit, with nothing said). A stash of the project's repository dropped during the
+session that holds untracked files in a hidden directory, missing from the disk, is named with its commit and the
+command that restores them.
 """
 
 from __future__ import annotations
@@ -64,9 +69,32 @@ def _in_git_dir(path: str, top: str) -> bool:
     return path == top + "/.git" or path.startswith(top + "/.git/")
 
 
-def after(root: str, seen: Snapshot, pending: list[Pending]) -> None:
-    """Name what git left missing in hidden directories, in one line on stderr. Never raises: this runs as the
-    session ends (the watcher, or the launch under a supervised backend)."""
+STASH_LOG = os.path.join(".git", "logs", "refs", "stash")  # the stash list: one reflog line per entry
+
+
+def stashes(root: str) -> bytes:
+    """The stash list of the project's repository, as the launch saw it (one small file read)."""
+    try:
+        with open(os.path.join(root, STASH_LOG), "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _commits(log: bytes) -> list[str]:
+    """The stash commits of a stash reflog (each line: old id, new id, who, when, message)."""
+    out = []
+    for line in log.split(b"\n"):
+        fields = line.split(b" ", 2)
+        if len(fields) == 3 and len(fields[1]) >= 40:
+            out.append(fields[1].decode("ascii", "replace"))
+    return out
+
+
+def after(root: str, seen: Snapshot, pending: list[Pending], stashed: bytes = b"") -> None:
+    """Name what git left missing in hidden directories, in one line on stderr each: tracked files, and untracked
+    ones of a dropped stash (stashed: the stash list at the launch). Never raises: this runs as the session ends
+    (the watcher, or the launch under a supervised backend)."""
     if not pending or seen.root is None:
         return
     try:
@@ -78,21 +106,56 @@ def after(root: str, seen: Snapshot, pending: list[Pending]) -> None:
         if (st.st_dev, st.st_ino) != seen.root:
             return  # not the directory the launch looked at (swapped for a link or another directory)
         missing = _missing(fd, pending)
+        dropped = _dropped(fd, pending, stashed)
     finally:
         os.close(fd)
+    for commit, paths in dropped:
+        shown = " ".join(shlex.quote(printable(p)) for p in paths[:SHOWN])
+        more = f" and {len(paths) - SHOWN} more" if len(paths) > SHOWN else ""
+        _say(
+            f"ai-sandbox: a stash dropped during the session (`git stash pop`) held {len(paths)} untracked file(s) in "
+            f"hidden directories, which the sandbox kept from your disk: {shown}{more}. Its commit is still in the "
+            f"repository: `git -C {shlex.quote(printable(root))} stash apply {commit}`\n"
+        )
     if missing:
         shown = " ".join(shlex.quote(printable(p)) for p in missing[:SHOWN])
         more = f" and {len(missing) - SHOWN} more (`git status` lists them)" if len(missing) > SHOWN else ""
+        _say(
+            f"ai-sandbox: git checked out {len(missing)} tracked file(s) into hidden directories during the "
+            f"session, which the sandbox kept from your disk: {shown}{more}; `git status` shows them deleted. "
+            f"Review one with `git show :PATH`, then `git -C {shlex.quote(printable(root))} checkout -- PATH` "
+            "writes it\n"
+        )
+
+
+def _say(line: str) -> None:
+    try:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+    except OSError:
+        pass
+
+
+def _dropped(root_fd: int, pending: list[Pending], stashed: bytes) -> list[tuple[str, list[str]]]:
+    """(commit, project-relative paths) of each stash of the project's repository dropped since the launch that
+    holds untracked files in its hidden directories the disk lacks."""
+    mine = next((p for p in pending if not p.tree), None)
+    before = _commits(stashed)
+    if mine is None or not before:
+        return []
+    here = f"/proc/{os.getpid()}/fd/{root_fd}"
+    now = set(_commits(stashes(here)))
+    out = []
+    for commit in before:
+        if commit in now:
+            continue
         try:
-            sys.stderr.write(
-                f"ai-sandbox: git checked out {len(missing)} tracked file(s) into hidden directories during the "
-                f"session, which the sandbox kept from your disk: {shown}{more}; `git status` shows them deleted. "
-                f"Review one with `git show :PATH`, then `git -C {shlex.quote(printable(root))} checkout -- PATH` "
-                "writes it\n"
-            )
-            sys.stderr.flush()
-        except OSError:
-            pass
+            paths = [p for p in git.stashed_untracked(here, commit, mine.dirs) if not _there(root_fd, p)]
+        except (OSError, SandboxError, ValueError):
+            continue
+        if paths:
+            out.append((commit, paths))
+    return out
 
 
 def _missing(root_fd: int, pending: list[Pending]) -> list[str]:

@@ -276,6 +276,38 @@ def _users_word(ws: Workspace, res: Result, paths: list[str]) -> None:
     ws.git("checkout", "--", *missing)
 
 
+def test_untracked_files_a_stash_pop_restores_into_a_hidden_directory_are_named_with_the_stash(ws, firejail):
+    """Sixteenth red team: `secrets/` blocked (untracked, so `stash -u` takes what is in it); the user had stashed
+    secrets/notes.txt. The agent's `git stash pop` wrote it into the session's scratch and dropped the stash: at
+    exit the file was gone, the stash too, and nothing said so. Now the line after the session names the files and
+    the stash's commit with the command that restores them; run, the repository is the control's. (A read-only
+    mask makes git refuse and keep the stash: the user pops it outside.)"""
+    secret = token("STASHSECRET")
+    ws.write(".ai-sandbox.toml", 'block = ["secrets/"]\n')
+    ws.write("app.txt", "app\n")
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "app")
+    ws.write("secrets/key.txt", secret + "\n")
+    ws.write("secrets/notes.txt", "my notes\n")
+    ws.git("stash", "push", "-q", "-u", "--", "secrets/notes.txt")
+    assert not (ws.repo / "secrets" / "notes.txt").exists()
+    control = _copy(ws)
+    res = _session(ws, "git stash pop -q 2>&1; echo @@rc=$?; cat secrets/key.txt")
+    assert secret not in res.out + res.err
+    _control(ws, control, "git stash pop -q")
+    time.sleep(0.5)  # firejail: the watcher says it once the sandbox is gone (the line is in the captured stderr)
+    lines = [ln for ln in res.err.splitlines() if "stash" in ln and ln.startswith("ai-sandbox:")]
+    if "@@rc=0" in res.out:
+        assert len(lines) == 1 and "secrets/notes.txt" in lines[0], res.err
+        command = lines[0].rsplit("`", 2)[-2]  # the line ends with the command, quoted
+        _control(ws, ws.repo, command)
+    else:
+        assert not lines, res.err
+        _control(ws, ws.repo, "git stash pop -q")  # refused inside, kept: the user pops it outside
+    assert _state(ws, ws.repo) == _state(ws, control)
+    assert ws.git("stash", "list") == ws.git("stash", "list", cwd=control)
+
+
 def test_a_reset_that_writes_into_a_directory_hidden_since_is_as_the_control(ws, firejail, request):
     """Found by the model (test_model.py): `svc/app.py` taken out of the index and `svc/` ignored whole in one
     session; the next session's `git reset --hard` writes the file back into the hidden directory: in a scratch

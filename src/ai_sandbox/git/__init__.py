@@ -15,6 +15,7 @@ from ai_sandbox.git.listing import (
     index_entries,
     indexed_blob,
     scan,
+    stashed_untracked,
 )
 from ai_sandbox.git.log import (
     HISTORY_TIMEOUT,
@@ -60,6 +61,7 @@ __all__ = [
     "repos_below",
     "Scan",
     "scan",
+    "stashed_untracked",
     "stored_blobs",
     "TIMEOUT",
     "unreachable_commits",

@@ -384,6 +384,14 @@ def index_entries(root: str, dirs: list[str]) -> list[tuple[str, str, str, str]]
     return out
 
 
+def stashed_untracked(root: str, commit: str, dirs: list[str]) -> list[str]:
+    """The untracked files a stash commit holds (`stash -u`/`-a`: its third parent) in these directories; none for a
+    stash without them, or a commit git does not know."""
+    args = ["ls-tree", "-r", "-z", "--name-only", f"{commit}^3", "--", *(d + "/" for d in dirs)]
+    proc = _run(args, root, env={**os.environ, "GIT_LITERAL_PATHSPECS": "1"})
+    return _split_z(proc.stdout) if proc.returncode == 0 else []
+
+
 def indexed_blob(root: str, rel: str) -> bytes | None:
     """The object id (hex) git's index holds for rel when it is a regular file there; None otherwise."""
     try:

@@ -321,19 +321,20 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
         return None
 
     held = skipworktree.Held(marks.needs) if marks.needs else None
-    stashed = b""
-    if dirs and os.path.exists(os.path.join(policy.root, ".git", "logs", "refs", "stash")):  # unwritten.STASH_LOG
-        from ai_sandbox import unwritten  # only where there is a stash: its list, for the session's end
+    stashed, log = b"", ""
+    if dirs:
+        from ai_sandbox import unwritten
 
-        stashed = unwritten.stashes(policy.root)
+        log = unwritten.stash_log(policy.root)  # the stash list now, for the session's end
+        stashed = unwritten.stashes(log)
 
     def end(pid: int) -> None:
         if marks.needs:
             skipworktree.release(env, policy.root, pid, held)
         if dirs:
-            from ai_sandbox import unwritten  # after the session, never on the launch path
+            from ai_sandbox import unwritten
 
-            unwritten.after(policy.root, seen, unwritten.pending(policy, trees, marks), stashed)
+            unwritten.after(policy.root, seen, unwritten.pending(policy, trees, marks), stashed, log)
 
     return end
 

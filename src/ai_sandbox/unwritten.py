@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import stat
 import sys
 
 from ai_sandbox import git
@@ -61,7 +62,9 @@ def pending(policy: Policy, trees: list[Tree], marks: Marks) -> list[Pending]:
             continue
         inner = [d[len(top) + 1 :] for d in dirs if below(d, top) and not _in_git_dir(d, top)]
         if inner:
-            out.append(Pending(top[len(root) + 1 :], inner, marks.needs.get(top, [])))
+            # tracked at the launch: marked, or missing from the disk already (no mark: skipworktree.py)
+            gone = [m[len(top) + 1 :] for m in marks.missing if below(m, top)]
+            out.append(Pending(top[len(root) + 1 :], inner, [*marks.needs.get(top, []), *gone]))
     return out
 
 
@@ -69,13 +72,24 @@ def _in_git_dir(path: str, top: str) -> bool:
     return path == top + "/.git" or path.startswith(top + "/.git/")
 
 
-STASH_LOG = os.path.join(".git", "logs", "refs", "stash")  # the stash list: one reflog line per entry
-
-
-def stashes(root: str) -> bytes:
-    """The stash list of the project's repository, as the launch saw it (one small file read)."""
+def stash_log(root: str) -> str:
+    """The stash list of root's repository (one reflog line per entry), in the common git directory: a linked
+    worktree's own stash is there too (seventeenth red team: the launch looked for `<root>/.git/…` only)."""
+    gitdir = git.git_dir_of(root)
+    if not gitdir:
+        return ""
     try:
-        with open(os.path.join(root, STASH_LOG), "rb") as f:
+        with open(os.path.join(gitdir, "commondir"), "rb") as f:
+            gitdir = os.path.realpath(os.path.join(gitdir, os.fsdecode(f.read().strip())))
+    except OSError:
+        pass
+    return os.path.join(gitdir, "logs", "refs", "stash")
+
+
+def stashes(log: str) -> bytes:
+    """The stash list, as the launch saw it (one small file read); b"" when there is none."""
+    try:
+        with open(log, "rb") as f:
             return f.read()
     except OSError:
         return b""
@@ -91,10 +105,10 @@ def _commits(log: bytes) -> list[str]:
     return out
 
 
-def after(root: str, seen: Snapshot, pending: list[Pending], stashed: bytes = b"") -> None:
+def after(root: str, seen: Snapshot, pending: list[Pending], stashed: bytes = b"", log: str = "") -> None:
     """Name what git left missing in hidden directories, in one line on stderr each: tracked files, and untracked
-    ones of a dropped stash (stashed: the stash list at the launch). Never raises: this runs as the session ends
-    (the watcher, or the launch under a supervised backend)."""
+    ones of a dropped stash (stashed: the stash list at the launch, log: its file). Never raises: this runs as the
+    session ends (the watcher, or the launch under a supervised backend)."""
     if not pending or seen.root is None:
         return
     try:
@@ -105,17 +119,28 @@ def after(root: str, seen: Snapshot, pending: list[Pending], stashed: bytes = b"
         st = os.fstat(fd)
         if (st.st_dev, st.st_ino) != seen.root:
             return  # not the directory the launch looked at (swapped for a link or another directory)
-        missing = _missing(fd, pending)
-        dropped = _dropped(fd, pending, stashed)
+        missing, over, conflicted = _missing(fd, pending)
+        dropped = _dropped(fd, pending, stashed, log)
     finally:
         os.close(fd)
+    where = shlex.quote(printable(root))
+    if over:
+        _say(
+            f"ai-sandbox: git checked out {len(over)} tracked file(s) over files of yours in hidden directories "
+            f"during the session, and yours stay on your disk: {_names(over)}; `git status` shows them modified "
+            f"(`git commit -a` would commit yours). `git -C {where} checkout -- PATH` takes the checked-out one\n"
+        )
+    if conflicted:
+        _say(
+            f"ai-sandbox: git left {len(conflicted)} conflicted file(s) in hidden directories during the session, "
+            f"which the sandbox kept from your disk: {_names(conflicted)}; `git -C {where} checkout -m -- PATH` "
+            "writes one (`--theirs` or `--ours` where one side deleted it)\n"
+        )
     for commit, paths in dropped:
-        shown = " ".join(shlex.quote(printable(p)) for p in paths[:SHOWN])
-        more = f" and {len(paths) - SHOWN} more" if len(paths) > SHOWN else ""
         _say(
             f"ai-sandbox: a stash dropped during the session (`git stash pop`) held {len(paths)} untracked file(s) in "
-            f"hidden directories, which the sandbox kept from your disk: {shown}{more}. Its commit is still in the "
-            f"repository: `git -C {shlex.quote(printable(root))} stash apply {commit}`\n"
+            f"hidden directories, which the sandbox kept from your disk (yours stay where you had one): "
+            f"{_names(paths)}. Its commit is still in the repository: `git -C {where} stash apply {commit}`\n"
         )
     if missing:
         shown = " ".join(shlex.quote(printable(p)) for p in missing[:SHOWN])
@@ -128,6 +153,11 @@ def after(root: str, seen: Snapshot, pending: list[Pending], stashed: bytes = b"
         )
 
 
+def _names(paths: list[str]) -> str:
+    shown = " ".join(shlex.quote(printable(p)) for p in paths[:SHOWN])
+    return shown + (f" and {len(paths) - SHOWN} more" if len(paths) > SHOWN else "")
+
+
 def _say(line: str) -> None:
     try:
         sys.stderr.write(line)
@@ -136,21 +166,22 @@ def _say(line: str) -> None:
         pass
 
 
-def _dropped(root_fd: int, pending: list[Pending], stashed: bytes) -> list[tuple[str, list[str]]]:
+def _dropped(root_fd: int, pending: list[Pending], stashed: bytes, log: str) -> list[tuple[str, list[str]]]:
     """(commit, project-relative paths) of each stash of the project's repository dropped since the launch that
-    holds untracked files in its hidden directories the disk lacks."""
+    holds untracked files in its hidden directories: popped into the scratch (gone), or over files of yours there
+    (git outside would have refused and kept the stash: seventeenth red team)."""
     mine = next((p for p in pending if not p.tree), None)
     before = _commits(stashed)
     if mine is None or not before:
         return []
     here = f"/proc/{os.getpid()}/fd/{root_fd}"
-    now = set(_commits(stashes(here)))
+    now = set(_commits(stashes(log)))
     out = []
     for commit in before:
         if commit in now:
             continue
         try:
-            paths = [p for p in git.stashed_untracked(here, commit, mine.dirs) if not _there(root_fd, p)]
+            paths = git.stashed_untracked(here, commit, mine.dirs)
         except (OSError, SandboxError, ValueError):
             continue
         if paths:
@@ -158,10 +189,13 @@ def _dropped(root_fd: int, pending: list[Pending], stashed: bytes) -> list[tuple
     return out
 
 
-def _missing(root_fd: int, pending: list[Pending]) -> list[str]:
-    """The project-relative paths the index tracks in hidden directories, that it did not track at launch and
-    that the disk lacks."""
-    out: list[str] = []
+def _missing(root_fd: int, pending: list[Pending]) -> tuple[list[str], list[str], list[str]]:
+    """The project-relative paths the index tracks in hidden directories that it did not track at launch: (those
+    the disk lacks; those where the disk holds another file, yours: seventeenth red team; those git left
+    conflicted, which the disk lacks)."""
+    missing: list[str] = []
+    over: list[str] = []
+    conflicted: list[str] = []
     for p in pending:
         try:
             tree_fd = _open_dirs(root_fd, p.tree.split("/") if p.tree else [])
@@ -170,14 +204,50 @@ def _missing(root_fd: int, pending: list[Pending]) -> list[str]:
         try:
             here = f"/proc/{os.getpid()}/fd/{tree_fd}"
             known = set(p.known)
-            for mode, _oid, stage, path in git.index_entries(here, p.dirs):
-                if stage == "0" and mode != "160000" and path not in known and not _there(tree_fd, path):
-                    out.append(f"{p.tree}/{path}" if p.tree else path)
+            for mode, oid, stage, path in git.index_entries(here, p.dirs):
+                name = f"{p.tree}/{path}" if p.tree else path
+                if mode == "160000" or path in known:
+                    continue
+                if stage != "0":
+                    if not _there(tree_fd, path) and name not in conflicted:
+                        conflicted.append(name)
+                elif not _there(tree_fd, path):
+                    missing.append(name)
+                elif _blob_id(tree_fd, path, len(oid)) != oid:
+                    over.append(name)
         except (OSError, SandboxError, ValueError):
             continue
         finally:
             os.close(tree_fd)
-    return out
+    return missing, over, conflicted
+
+
+def _blob_id(fd: int, rel: str, width: int) -> str:
+    """git's object id of the file at rel below fd, hashed here (no git: a filter a session configured would run),
+    never through a link; "" when it cannot be read."""
+    import hashlib
+
+    parts = rel.split("/")
+    try:
+        d = _open_dirs(fd, parts[:-1])
+    except OSError:
+        return ""
+    try:
+        st = os.stat(parts[-1], dir_fd=d, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            data = os.fsencode(os.readlink(parts[-1], dir_fd=d))
+        elif stat.S_ISREG(st.st_mode):
+            f = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=d)
+            with os.fdopen(f, "rb") as fh:
+                data = fh.read()
+        else:
+            return ""
+    except OSError:
+        return ""
+    finally:
+        os.close(d)
+    algo = hashlib.sha256 if width == 64 else hashlib.sha1
+    return algo(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def _there(fd: int, rel: str) -> bool:

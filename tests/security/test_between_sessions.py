@@ -270,7 +270,7 @@ def _users_word(ws: Workspace, res: Result, paths: list[str]) -> None:
     missing = [p for p in paths if not (ws.repo / p).exists() and p in ws.git("ls-files")]
     if not missing:
         return
-    lines = [ln for ln in res.err.splitlines() if "which the sandbox kept from your disk" in ln]
+    lines = [ln for ln in res.err.splitlines() if "git checked out" in ln and "kept from your disk" in ln]
     assert len(lines) == 1, res.err  # once: under bwrap the launch and the watcher both end the session
     assert all(p in lines[0] for p in missing) and "checkout -- PATH" in lines[0]
     ws.git("checkout", "--", *missing)
@@ -306,6 +306,105 @@ def test_untracked_files_a_stash_pop_restores_into_a_hidden_directory_are_named_
         _control(ws, ws.repo, "git stash pop -q")  # refused inside, kept: the user pops it outside
     assert _state(ws, ws.repo) == _state(ws, control)
     assert ws.git("stash", "list") == ws.git("stash", "list", cwd=control)
+
+
+def _cache_repo(ws: Workspace, path: Path) -> None:
+    """cache/ ignored whole (a scratch inside, where the identity may have one), app.txt tracked."""
+    (path / ".gitignore").write_text("cache/\n")
+    (path / "app.txt").write_text("app\n")
+    ws.git("add", "-A", cwd=path)
+    ws.git("commit", "-qm", "app", cwd=path)
+
+
+def _said(res: Result, *names: str) -> list[str]:
+    """ai-sandbox's lines after the session that name all of names."""
+    time.sleep(0.5)  # firejail: the watcher says it once the sandbox is gone (the line is in the captured stderr)
+    return [ln for ln in res.err.splitlines() if ln.startswith("ai-sandbox:") and all(n in ln for n in names)]
+
+
+def test_a_branch_checked_out_over_an_ignored_file_of_yours_is_named(ws, firejail):
+    """Seventeenth red team: `other` tracks cache/x, your ignored cache/x holds something else. Outside, git
+    replaces yours; inside it wrote the branch's into the scratch, and yours stayed: `git status` showed it modified
+    and `commit -a` would commit it, with nothing said (the line named only files missing from the disk)."""
+    _cache_repo(ws, ws.repo)
+    ws.git("checkout", "-qb", "other")
+    ws.write("cache/x", "BRANCH\n")
+    ws.git("add", "-f", "cache/x")
+    ws.git("commit", "-qm", "x")
+    ws.git("checkout", "-q", "main")
+    ws.write("cache/x", "YOURS\n")
+    control = _copy(ws)
+    res = _session(ws, "git checkout -q other 2>&1; echo @@rc=$?")
+    _control(ws, control, "git checkout -q other")
+    if "@@rc=0" not in res.out:
+        return  # a read-only mask: git refused before it changed anything
+    (line,) = _said(res, "cache/x", "over files of yours")
+    _control(ws, ws.repo, f"git checkout -- cache/x  # {line[:20]}")
+    assert _state(ws, ws.repo) == _state(ws, control)
+
+
+def test_a_stash_popped_over_a_file_of_yours_in_a_hidden_directory_is_named(ws, firejail):
+    """Seventeenth red team: a `-a` stash holds cache/x, and you have another cache/x. Outside, `git stash pop`
+    refuses and keeps the stash; inside the scratch is empty, the pop succeeded and dropped the stash, silently."""
+    _cache_repo(ws, ws.repo)
+    ws.write("cache/x", "STASHED\n")
+    ws.git("stash", "push", "-q", "-a", "--", "cache/x")
+    ws.write("cache/x", "YOURS\n")
+    res = _session(ws, "git stash pop -q 2>&1; echo @@rc=$?")
+    if "@@rc=0" not in res.out:
+        assert ws.git("stash", "list").strip(), res.err  # refused inside, and kept
+        return
+    assert (ws.repo / "cache" / "x").read_text() == "YOURS\n"
+    (line,) = _said(res, "cache/x", "stash apply")
+    commit = line.rsplit(" ", 1)[-1].strip("`")
+    assert ws.git("cat-file", "-p", f"{commit}^3:cache/x") == "STASHED\n"  # the stashed one, by its commit
+
+
+def test_a_stash_popped_in_a_linked_worktree_is_named(ws, firejail):
+    """Seventeenth red team: launched from a linked worktree, whose `.git` is a file: the launch looked for the
+    stash list in `<root>/.git/` only, and a pop into the scratch went unnamed (the file and the stash gone)."""
+    _cache_repo(ws, ws.repo)
+    wt = ws.base / "wt"
+    ws.git("worktree", "add", "-q", "-b", "feat", str(wt))
+    (wt / "cache").mkdir()
+    (wt / "cache" / "keep").write_text("ignored, so that cache/ is hidden\n")
+    (wt / "cache" / "x").write_text("STASHED\n")
+    ws.git("stash", "push", "-q", "-a", "--", "cache/x", cwd=wt)
+    res = ws.run("--", "sh", "-c", "git stash pop -q 2>&1; echo @@rc=$?", cwd=wt)
+    if "@@rc=0" not in res.out:
+        return
+    (line,) = _said(res, "cache/x", "stash apply")
+    _control(ws, wt, line.rsplit("`", 2)[-2])
+    assert (wt / "cache" / "x").read_text() == "STASHED\n"
+
+
+def test_a_conflict_git_leaves_in_a_hidden_directory_is_named(ws, firejail):
+    """Seventeenth red team: main deleted cache/x, `other` changed it; `git merge other` leaves a modify/delete
+    conflict and writes other's version into the work tree: inside, into the scratch. Only stage-0 entries were
+    looked at: nothing was said, and the file was gone."""
+    (ws.repo / ".gitignore").write_text("cache/\n")
+    ws.write("cache/x", "v1\n")
+    ws.git("add", ".gitignore")
+    ws.git("add", "-f", "cache/x")
+    ws.git("commit", "-qm", "x")
+    ws.git("checkout", "-qb", "other")
+    ws.write("cache/x", "THEIRS\n")
+    ws.git("commit", "-qam", "theirs")
+    ws.git("checkout", "-q", "main")
+    ws.git("rm", "-q", "--cached", "cache/x")
+    ws.git("commit", "-qm", "del")
+    (ws.repo / "cache" / "x").unlink()
+    ws.write("cache/y", "ignored, so that cache/ is hidden\n")
+    control = _copy(ws)
+    merge = "git -c user.name=t -c user.email=t@e merge -q other >/dev/null 2>&1"
+    res = _session(ws, f"{merge}; echo @@rc=$?")
+    _control(ws, control, f"{merge} || true")
+    if not ws.git("ls-files", "-u").strip():
+        assert not (ws.repo / "cache" / "x").exists()
+        return  # a read-only mask: git refused before it changed anything
+    assert len(_said(res, "cache/x", "conflicted", "checkout -m -- PATH")) == 1, res.err
+    _control(ws, ws.repo, "git checkout --theirs -- cache/x")
+    assert (ws.repo / "cache" / "x").read_text() == (control / "cache" / "x").read_text() == "THEIRS\n"
 
 
 def test_a_reset_that_writes_into_a_directory_hidden_since_is_as_the_control(ws, firejail, request):

@@ -352,7 +352,9 @@ class World:
         missing = [p for p in tracked if p and not os.path.lexists(self.ws.repo / p)]
         named = [p for p in missing if os.path.lexists(self.control / "repo" / p)]
         if named:
-            line = next((ln for ln in self.said.splitlines() if "which the sandbox kept from your disk" in ln), "")
+            line = next(
+                (ln for ln in self.said.splitlines() if "git checked out" in ln and "kept from your disk" in ln), ""
+            )
             assert all(p in line for p in named), f"not named after the session: {named}\n{self.said}"
             self.ws.git("checkout", "--", *named)
 

@@ -22,6 +22,7 @@ command that restores them.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import stat
 import sys
@@ -95,13 +96,18 @@ def stashes(log: str) -> bytes:
         return b""
 
 
+_OBJECT_ID = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
 def _commits(log: bytes) -> list[str]:
-    """The stash commits of a stash reflog (each line: old id, new id, who, when, message)."""
+    """The stash commits of a stash reflog (each line: old id, new id, who, when, message): object ids only. The
+    session can write the reflog, and git takes any revision there: a ref named `$(…)` made the line's command run
+    code when pasted, and one with terminal escapes erased the lines before it (eighteenth red team)."""
     out = []
     for line in log.split(b"\n"):
         fields = line.split(b" ", 2)
-        if len(fields) == 3 and len(fields[1]) >= 40:
-            out.append(fields[1].decode("ascii", "replace"))
+        if len(fields) == 3 and _OBJECT_ID.fullmatch(fields[1]):
+            out.append(fields[1].decode("ascii"))
     return out
 
 
@@ -137,10 +143,17 @@ def after(root: str, seen: Snapshot, pending: list[Pending], stashed: bytes = b"
             "writes one (`--theirs` or `--ours` where one side deleted it)\n"
         )
     for commit, paths in dropped:
+        if paths is None:
+            _say(
+                f"ai-sandbox: a stash dropped during the session is no longer in the repository (the session pruned "
+                f"it): {commit}; untracked files it held in hidden directories, if any, are lost\n"
+            )
+            continue
         _say(
             f"ai-sandbox: a stash dropped during the session (`git stash pop`) held {len(paths)} untracked file(s) in "
             f"hidden directories, which the sandbox kept from your disk (yours stay where you had one): "
-            f"{_names(paths)}. Its commit is still in the repository: `git -C {where} stash apply {commit}`\n"
+            f"{_names(paths)}. Review them with `git -C {where} show --stat {commit}^3`, then "
+            f"`git -C {where} stash apply {commit}` restores them\n"
         )
     if missing:
         shown = " ".join(shlex.quote(printable(p)) for p in missing[:SHOWN])
@@ -166,17 +179,18 @@ def _say(line: str) -> None:
         pass
 
 
-def _dropped(root_fd: int, pending: list[Pending], stashed: bytes, log: str) -> list[tuple[str, list[str]]]:
+def _dropped(root_fd: int, pending: list[Pending], stashed: bytes, log: str) -> list[tuple[str, list[str] | None]]:
     """(commit, project-relative paths) of each stash of the project's repository dropped since the launch that
     holds untracked files in its hidden directories: popped into the scratch (gone), or over files of yours there
-    (git outside would have refused and kept the stash: seventeenth red team)."""
+    (git outside would have refused and kept the stash: seventeenth red team). None for the paths of one the session
+    pruned (`git gc --prune=now`: what it held cannot be listed, and may be lost: eighteenth red team)."""
     mine = next((p for p in pending if not p.tree), None)
     before = _commits(stashed)
     if mine is None or not before:
         return []
     here = f"/proc/{os.getpid()}/fd/{root_fd}"
     now = set(_commits(stashes(log)))
-    out = []
+    out: list[tuple[str, list[str] | None]] = []
     for commit in before:
         if commit in now:
             continue
@@ -184,7 +198,7 @@ def _dropped(root_fd: int, pending: list[Pending], stashed: bytes, log: str) -> 
             paths = git.stashed_untracked(here, commit, mine.dirs)
         except (OSError, SandboxError, ValueError):
             continue
-        if paths:
+        if paths is None or paths:
             out.append((commit, paths))
     return out
 

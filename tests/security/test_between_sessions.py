@@ -356,8 +356,23 @@ def test_a_stash_popped_over_a_file_of_yours_in_a_hidden_directory_is_named(ws, 
         return
     assert (ws.repo / "cache" / "x").read_text() == "YOURS\n"
     (line,) = _said(res, "cache/x", "stash apply")
-    commit = line.rsplit(" ", 1)[-1].strip("`")
+    commit = line.split("stash apply ", 1)[1].split("`", 1)[0]
     assert ws.git("cat-file", "-p", f"{commit}^3:cache/x") == "STASHED\n"  # the stashed one, by its commit
+
+
+def test_a_stash_popped_and_pruned_in_the_session_is_still_said(ws, firejail):
+    """Eighteenth red team: `git stash pop` into the scratch, then `git reflog expire` and `gc --prune=now`: the
+    stash's commit was gone, its files could not be listed, and nothing was said (the files lost for good)."""
+    _cache_repo(ws, ws.repo)
+    ws.write("cache/keep", "ignored, so that cache/ is hidden\n")
+    ws.write("cache/x", "STASHED\n")
+    ws.git("stash", "push", "-q", "-a", "--", "cache/x")
+    prune = "git reflog expire --expire-unreachable=now --all && git gc -q --prune=now"
+    res = _session(ws, f"git stash pop -q 2>&1; echo @@rc=$?; {prune}")
+    if "@@rc=0" not in res.out:
+        return  # a read-only mask: git refused and kept the stash
+    assert not (ws.repo / "cache" / "x").exists()
+    assert len(_said(res, "no longer in the repository")) == 1, res.err
 
 
 def test_a_stash_popped_in_a_linked_worktree_is_named(ws, firejail):

@@ -384,9 +384,11 @@ def index_entries(root: str, dirs: list[str]) -> list[tuple[str, str, str, str]]
     return out
 
 
-def stashed_untracked(root: str, commit: str, dirs: list[str]) -> list[str]:
-    """The untracked files a stash commit holds (`stash -u`/`-a`: its third parent) in these directories; none for a
-    stash without them, or a commit git does not know."""
+def stashed_untracked(root: str, commit: str, dirs: list[str]) -> list[str] | None:
+    """The untracked files a stash commit (an object id) holds in these directories (`stash -u`/`-a`: its third
+    parent); none for a stash without them; None for a commit git does not have (pruned)."""
+    if _run(["cat-file", "-e", f"{commit}^{{commit}}"], root).returncode != 0:
+        return None
     args = ["ls-tree", "-r", "-z", "--name-only", f"{commit}^3", "--", *(d + "/" for d in dirs)]
     proc = _run(args, root, env={**os.environ, "GIT_LITERAL_PATHSPECS": "1"})
     return _split_z(proc.stdout) if proc.returncode == 0 else []

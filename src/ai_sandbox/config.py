@@ -68,6 +68,8 @@ class UserConfig:
     image: str = ""
     mounts: list[str] = factory(list)  # more host paths for the docker backend
     max_masks: int = 0  # 0: the backend's own limit
+    confine_writes: bool = False  # writes only where the work is (writes.py); opt-in until the agents' own state fits
+    writable: list[tuple[str, Source]] = factory(list)  # (absolute path, where it was written): writable inside too
 
 
 @record
@@ -357,6 +359,23 @@ def _mount(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> None
     cfg.mounts.append(entry)
 
 
+def _writable(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> None:
+    """A directory or file the agent may write besides the built-in places (writes.py)."""
+    expanded = os.path.expanduser(entry) if entry.startswith("~") else entry
+    if not os.path.isabs(expanded) or any(c in entry for c in "*?["):
+        raise ConfigError(
+            f"{path}:{line}: writable {entry!r} is not an absolute or ~/ path",
+            'name one directory or file, e.g. writable = ["~/.local/share/pnpm"]',
+        )
+    norm = os.path.normpath(expanded)
+    if norm == "/" or os.path.normpath(home).startswith(norm.rstrip("/") + "/") or norm == os.path.normpath(home):
+        raise ConfigError(
+            f"{path}:{line}: writable {entry!r} would make {norm} writable whole",
+            "name the directories the tool writes, or set confine_writes = false (see docs/writes.md)",
+        )
+    cfg.writable.append((norm, Source(USER, _tilde(path, home), line)))
+
+
 def _project_block(cfg: ProjectConfig, entry: str, path: str, line: int, home: str) -> None:
     _pattern_entry(entry, path, line, "block")
     _add_block(cfg, entry, Source(PROJECT, PROJECT_FILE, line), path, line, home)
@@ -429,6 +448,23 @@ USER_KEYS = (
         each=_mount,
     ),
     Key(
+        "confine_writes",
+        "bool",
+        False,
+        "true: the agent writes only the project, its git directory, its own state, build caches, temporary "
+        "directories and `writable`, so nothing it plants runs later outside; off by default for now (see [what "
+        "the agent can write](writes.md))",
+    ),
+    Key(
+        "writable",
+        "list",
+        (),
+        "more directories or files the agent may write (e.g. `~/.local/share/pnpm`); only in this file, never in "
+        "a project's",
+        items="absolute or `~/` paths",
+        each=_writable,
+    ),
+    Key(
         "max_masks",
         "count",
         0,
@@ -439,6 +475,8 @@ USER_KEYS = (
         hint="the kernel allows about 100,000 mounts in all; leave it out to use the backend's own limit",
     ),
 )
+
+USER_ONLY = ("confine_writes", "writable")  # what a project's file may not set: it would widen what the agent writes
 
 # The keys of a project's .ai-sandbox.toml, in the order they are checked.
 PROJECT_KEYS = (
@@ -517,6 +555,13 @@ def load_project(root: str) -> ProjectConfig:
     if _present(toml_path):
         cfg.files.append(toml_path)
         data, text = load_toml(toml_path, root)
+        widening = next((k for k in USER_ONLY if k in data), None)
+        if widening is not None:
+            raise ConfigError(
+                f"{toml_path}:{_line_of(text, widening)}: `{widening}` may be set only in your own config, "
+                "never in a project's (a cloned repository must not open your home to its agent)",
+                "remove it here; set it in ~/.config/ai-sandbox/config.toml if you mean it",
+            )
         _read(PROJECT_KEYS, cfg, data, toml_path, text)
     if _present(legacy_path):
         cfg.files.append(legacy_path)

@@ -65,6 +65,7 @@ def run_all(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: str) ->
         check, prepared = _policy_check(env, opts, cwd)
         checks.append(check)
         if prepared is not None:
+            checks.append(_writes_check(prepared))
             checks.append(_secrets_check(env, prepared))
     return checks
 
@@ -282,6 +283,24 @@ def _policy_check(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: s
     return Check(
         "project policy", "ok", f"{where}: {len(p.masks)} hidden, {len(p.kept)} kept readable{files}"
     ), prepared
+
+
+def _writes_check(prepared: Prepared) -> Check:
+    """Whether the agent's writes are confined (writes.py), and to how many places."""
+    w = prepared.policy.writes
+    if not w.confined:
+        return Check(
+            "writes",
+            "warn",
+            "not confined: the agent can plant what runs later outside (rc files, git hooks)",
+            "set confine_writes = true in your config (see docs/writes.md for what Claude Code loses there today)",
+        )
+    shown = ", ".join(p.path for p in w.open if p.path not in ("/tmp", "/var/tmp", "/dev/shm"))
+    return Check(
+        "writes",
+        "ok",
+        f"confined: the agent writes {shown or 'the project'} and temporary files; the rest is read-only",
+    )
 
 
 def _secrets_check(env: Mapping[str, str], prepared: Prepared) -> Check:

@@ -90,6 +90,14 @@ def document(prepared: Any, paths: list[str] | None, cwd: str, nested: list[Mask
         "hidden": [_mask(m, frozenset(prepared.plan.scratch)) for m in policy.masks],
         "covered": [_mask(m) for m in policy.covered],
         "kept": [_kept(k) for k in policy.kept],
+        # write containment (writes.py): confined, and each place with what a write there does and its origin
+        "writes": {
+            "confined": policy.writes.confined,
+            "places": [
+                {"path": p.path, "writes": "allowed" if p.writable else "refused", "origin": p.origin}
+                for p in policy.writes.places
+            ],
+        },
         "warnings": [{"kind": w.kind, "message": w.message, "path": w.path or None} for w in prepared.notices],
         "command": prepared.plan.argv,
         "files": {path: content.decode("utf-8", "surrogateescape") for path, content in prepared.plan.files.items()},

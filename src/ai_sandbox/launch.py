@@ -6,12 +6,13 @@ and replaces itself with the backend: the terminal, signals and exit status belo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 from collections.abc import Callable, Mapping
 
-from ai_sandbox import config, fs, git, history, idents, layers, nested, paths, profiles, skipworktree, state
+from ai_sandbox import config, fs, git, history, idents, layers, nested, paths, profiles, skipworktree, state, writes
 from ai_sandbox.backends.choose import select
 from ai_sandbox.backends.plan import LaunchPlan, Settings
 from ai_sandbox.errors import NotFoundError, UnavailableError
@@ -184,6 +185,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True, assume:
         others.append(one.policy(sibling.root, sibling, sibling_cfg, config_files=sibling_cfg.files))
     if others:
         merge(policy, [p for p, _ in others], home=home, limit=limit)
+    policy.writes = _writes(user_cfg, profile, backend, env, root, repo)
     # one look at what the masks are on, before anything is written: the record, the launch check and the
     # watcher compare with it (idents.py)
     seen = idents.take(policy)
@@ -206,6 +208,53 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True, assume:
         policy, backend, plan, profile, command, collected.trees, on_hidden_change=user_cfg.on_hidden_change, env=env,
         marks=marks, seen=seen, findings=findings, history=found, unusable=unusable,
     )  # fmt: skip
+
+
+def _writes(
+    user_cfg: config.UserConfig,
+    profile: profiles.Profile,
+    backend: Backend,
+    env: Mapping[str, str],
+    root: str,
+    repo: git.Repo | None,
+) -> writes.Writes:
+    """Where this launch's agent may write (writes.py): the home as the agent gets it and the account's, the
+    project's git directories, the state of the agent's profile (for `-- claude` too: the profile named like
+    the command), the user's `writable`."""
+    if not user_cfg.confine_writes:
+        return writes.Writes()
+    import pwd
+
+    user = getattr(backend, "user", None)
+    uid = user[0] if user else os.geteuid()
+    homes = [os.path.realpath(env.get("HOME") or os.path.expanduser("~"))]
+    with contextlib.suppress(KeyError):
+        homes.append(os.path.realpath(pwd.getpwuid(uid).pw_dir))
+    gits: list[str] = []
+    if repo is not None:
+        gits.append(os.path.realpath(repo.common_dir))
+        own = git.git_dir_of(root)
+        if own and not fs.inside(own, gits[0]):
+            gits.append(own)
+    owner = profile
+    if not profile.path:
+        owner = profiles.find(os.path.basename(profile.executable), paths.config_home(env)) or profile
+    state = [(entry, f"profile {owner.name}") for entry in owner.home]
+    where = env.get("PATH", os.defpath).split(os.pathsep)
+
+    def on_path(tool: str) -> bool:
+        return any(os.access(os.path.join(d or ".", tool), os.X_OK) for d in where)
+
+    return writes.plan(
+        confine=True,
+        whole_system=uid == 0 or backend.name == "bwrap",
+        homes=homes,
+        root=root,
+        git_dirs=gits,
+        state=state,
+        writable=[(path, f"user config ({src})") for path, src in user_cfg.writable],
+        on_path=on_path,
+    )
 
 
 class _Checkout:

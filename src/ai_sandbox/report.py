@@ -105,6 +105,13 @@ def dry_run(prepared: Prepared, req: Request, unenforced: list[Mask] | None = No
         con.print()
         con.print(Text(f"readable although git-ignored ({len(policy.kept)}):", style="bold"))
         _print_lines(con, _kept_lines(policy, policy.kept))
+    rules = policy.writes
+    _writes(
+        con,
+        {"confined": rules.confined, "places": [{"path": p.path, "writes": "allowed" if p.writable else "refused",
+                                                 "origin": p.origin} for p in rules.places]},
+        policy.root,
+    )  # fmt: skip
     if prepared.notices:
         con.print()
         con.print(Text(f"warnings ({len(prepared.notices)}):", style="bold yellow"))
@@ -147,6 +154,24 @@ def dry_run(prepared: Prepared, req: Request, unenforced: list[Mask] | None = No
         _print_lines(con, [Text(printable(line)) for line in descriptor_lines(data)] or [Text("  (empty)")])
 
 
+UNCONFINED = (
+    "writes are not confined (confine_writes = true confines them): the agent writes wherever file modes let it"
+)
+
+
+def _writes(con: Console, writes: dict[str, Any], root: str) -> None:
+    """Where the agent may write (writes.py): each place, writable or read-only, and its origin."""
+    con.print()
+    if not writes["confined"]:
+        con.print(Text(UNCONFINED, style="bold yellow"))
+        return
+    con.print(Text("Writes (the most specific place decides; everything else as its enclosing place)", style="bold"))
+    for p in writes["places"]:
+        allowed = p["writes"] == "allowed"
+        word = Text("writable " if allowed else "read-only", style="green" if allowed else "red")
+        con.print(Text("  ").append(word).append(f"  {printable(p['path'])}").append(f"  ({p['origin']})", style="dim"))
+
+
 def descriptor_lines(data: bytes) -> list[str]:
     """NUL-separated arguments read from a descriptor (bwrap's --args), one option and its values a line."""
     lines: list[list[str]] = []
@@ -165,6 +190,8 @@ _CHECK_KINDS = {
     "T": "scratch",
     "R": "read-only",
     "B": "a mount point",
+    "X": "read-only, and every mount below it",
+    "O": "writable",
     "C": "starts in",
     "W": "enters",
     "S": "the very file seen at",
@@ -283,6 +310,7 @@ def explain(doc: dict[str, Any]) -> None:
         for k in doc["kept"]:
             table.add_row(Text(show_path(k["path"], root, k["type"] == "dir")), Text(printable(k["rule"])))
         con.print(table)
+    _writes(con, doc["writes"], root)
     _warnings(con, doc["warnings"])
     if doc["unavailable"]:
         con.print()

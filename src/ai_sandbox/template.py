@@ -183,6 +183,10 @@ def render(d: Draft) -> str:
         '#   "~/.aws/"           a path in your home directory',
         "# allow: git-ignored paths to keep readable (patterns as above; never outside the project).",
         "#   A project can never allow what your own config.toml blocks.",
+        "# Where the agent may write is not set here: a cloned repository must not open your home to its agent. The",
+        "#   project, its git directory (not its hooks), the agent's state, build caches and /tmp are writable; in your",
+        "#   own ~/.config/ai-sandbox/config.toml, for example:",
+        '#   writable = ["~/.local/share/pnpm"]   (see docs/writes.md)',
     ]
     if d.ignored:
         lines += ["#", f"# git ignores {entries(len(d.ignored))} here (hidden already):", *_listing(d.ignored)]

@@ -21,6 +21,9 @@ then NUL-separated records, each a one-letter kind and a path:
   T<path>               a scratch directory: a fresh, empty tmpfs of this sandbox mounted exactly there
   R<path>               must be on a read-only mount
   B<path>               must be a mount point (so that it cannot be renamed: EBUSY)
+  X<path>               write containment: read-only here, and so is every mount below it, except below an O
+                        place, a mask, a scratch directory or the sandbox's own (/proc, /dev, firejail's /run)
+  O<path>               write containment: a place the agent may write
   C<dev>:<ino>:<path>   the directory the agent starts in: the same directory as outside
   S<dev>:<ino>:<ddev>:<dino>:<path>
                         a mask (or scratch directory) must be on the very file the launch saw at path
@@ -434,6 +437,8 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
         )
     points = None
     tops = None
+    checked_x: set[str] = set()
+    rw_mounts: list[str] | None = None
     for kind, rest in records:
         if kind == "T":
             if tops is None:
@@ -457,6 +462,16 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
                     if blanks
                     else f"{backend} does not sandbox here (a chroot or a container?): run `ai-sandbox doctor`",
                 )
+        elif kind == "X":
+            if rw_mounts is None:
+                rw_mounts = _writable_mounts()
+            why = _not_read_only(rest, records, rw_mounts) if rest not in checked_x else None
+            checked_x.add(rest)
+            if why is not None:
+                return (
+                    f"{why}, although writes are confined to the project and the places `ai-sandbox explain` lists",
+                    f"{backend} did not apply its read-only rule; report this (or set confine_writes = false)",
+                )
         elif kind == "B":
             if points is None:
                 points = mount_points()
@@ -474,6 +489,66 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
                     if backend == "firejail"
                     else "move the project under a directory the sandbox shows (not /dev or /proc)",
                 )
+    return None
+
+
+# What each sandbox mounts writable of its own, under a read-only host: its /proc, its /dev (and /dev/shm),
+# firejail's own state and /var/tmp (always private), bwrap's none beyond those
+_OWN_WRITABLE = ("/proc", "/dev", "/run/firejail", "/run/lock", "/var/tmp")
+
+
+def _unescape(field: bytes) -> str:
+    """A mountinfo path (octal escapes: 040 for a blank, 134 for a backslash) as the path."""
+    if b"\\" in field:
+        out, i = bytearray(), 0
+        while i < len(field):
+            if field[i] == 0x5C and i + 4 <= len(field) and field[i + 1 : i + 4].isdigit():
+                out.append(int(field[i + 1 : i + 4], 8))
+                i += 4
+            else:
+                out.append(field[i])
+                i += 1
+        field = bytes(out)
+    return os.fsdecode(field)
+
+
+def _writable_mounts() -> list[str]:
+    """The mount points of every writable mount here."""
+    with open("/proc/self/mountinfo", "rb") as f:
+        lines = f.read().split(b"\n")
+    return [_unescape(fields[4]) for line in lines if len(fields := line.split(b" ", 6)) > 5 and fields[5][:2] == b"rw"]
+
+
+def _visibly_writable(point: str) -> bool:
+    """mountinfo lists mounts that others cover (firejail's setup leaves some below its /): what counts is the
+    mount a path reaches."""
+    try:
+        return not os.statvfs(point).f_flag & os.ST_RDONLY
+    except OSError:
+        return False
+
+
+def _not_read_only(place: str, records: list[tuple[str, str]], writable: list[str]) -> str | None:
+    """Why the read-only place is not: itself writable, or a writable mount below it that no writable place,
+    mask or scratch directory accounts for (an anchor re-opened, a bind the backend left)."""
+    try:
+        if not os.statvfs(place).f_flag & os.ST_RDONLY:
+            return f"{place} is writable"
+    except OSError as e:
+        if e.errno == 2:
+            return None  # nothing there to write into; its parent's rule holds
+        return f"{place} cannot be checked ({e.strerror})"
+    allowed = {rest for kind, rest in records if kind in "OTMm"}.union(_OWN_WRITABLE)
+    closed = {rest for kind, rest in records if kind == "X"}
+    prefix = place.rstrip("/") + "/"
+    for point in writable:
+        if not point.startswith(prefix) and point != place:
+            continue
+        p = point
+        while p not in allowed and p not in closed:  # the most specific place above the mount decides
+            p = os.path.dirname(p)
+        if p not in allowed and _visibly_writable(point):
+            return f"{point} is a writable mount inside the read-only {p}"
     return None
 
 

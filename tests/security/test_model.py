@@ -255,8 +255,12 @@ class World:
         (home / ".aws").mkdir()
         (home / ".aws" / "credentials").write_text(self._secret("AWS"))
         # warn: a swap changes what a hidden path names, and ending the session midway would leave an action half
-        # counted; inside one session the masks move with what they hide (the probe checks it)
-        self.ws.config_file.write_text('block = ["~/.aws/credentials"]\non_hidden_change = "warn"\n')
+        # counted; inside one session the masks move with what they hide (the probe checks it). Writes unconfined:
+        # the record must hold for a user who turned containment off, and the sessions may then move the home's
+        # ~/.aws (with containment on, the home is read-only: a subset of these sequences)
+        self.ws.config_file.write_text(
+            'block = ["~/.aws/credentials"]\non_hidden_change = "warn"\nconfine_writes = false\n'
+        )
         self.control = self.base / "control"
         self.control.mkdir()
         for name in ("repo", "out", "wt"):

@@ -48,6 +48,11 @@ def test_user_block_paths_and_patterns(tmp_path, monkeypatch):
         ('block = ["~nosuchuser/x"]', "cannot expand"),
         ('on_hidden_change = "ignore"', ":1: unknown on_hidden_change 'ignore'"),
         ("block = [" + ", ".join(['"x"'] * 10_001) + "]", "more than 10000"),
+        ('writable = ["rel/dir"]', ":1: writable 'rel/dir' is not an absolute or ~/ path"),
+        ('writable = ["~/.cache/*"]', "is not an absolute or ~/ path"),
+        ('writable = ["~"]', "writable whole"),
+        ('writable = ["/"]', "writable whole"),
+        ("confine_writes = 0", "`confine_writes` must be true or false"),
     ],
 )
 def test_user_config_errors(tmp_path, text, fragment):
@@ -203,3 +208,11 @@ def test_the_reference_command_prints_the_reference():
         [sys.executable, "-m", "ai_sandbox.config", "--reference"], capture_output=True, text=True, check=True
     ).stdout
     assert out == config.reference()
+
+
+@pytest.mark.parametrize("text", ['writable = ["~/x"]', "confine_writes = false"])
+def test_a_project_may_not_widen_where_the_agent_writes(tmp_path, text):
+    (tmp_path / ".ai-sandbox.toml").write_text("block = []\n" + text + "\n")
+    with pytest.raises(ConfigError) as exc:
+        config.load_project(str(tmp_path))
+    assert ".ai-sandbox.toml:2:" in exc.value.message and "only in your own config" in exc.value.message

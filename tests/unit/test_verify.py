@@ -72,3 +72,22 @@ def test_a_directory_unchanged_since_the_look_is_not_listed_and_one_changed_afte
     look = time.time_ns()
     os.rename(tmp_path / "decoy" / ".env", tmp_path / "svc" / ".env")  # after the look: its directory changed
     assert verify.swapped(spec, look) == str(tmp_path / "svc" / ".env") and listed == [str(tmp_path / "svc")]
+
+
+def test_a_writable_mount_below_a_read_only_place_is_refused_unless_a_place_allows_it(monkeypatch):
+    """Write containment's proof (X records): the read-only place itself, then every writable mount below it, judged
+    by the most specific place above it; one the mount table lists but a later mount covers is judged by what a path
+    reaches (firejail leaves such under its /)."""
+    monkeypatch.setattr(
+        verify.os, "statvfs", lambda p: type("S", (), {"f_flag": 0 if p != "/h" else verify.os.ST_RDONLY})
+    )
+    records = [("X", "/h"), ("O", "/h/.cache"), ("X", "/h/.cache/ai"), ("M", "/h/p/.env")]
+    assert verify._not_read_only("/h", records, ["/h/.cache", "/h/p/.env", "/proc"]) is None
+    assert "/h/.local" in verify._not_read_only("/h", records, ["/h/.local"])
+    assert "/h/.cache/ai/x" in verify._not_read_only("/h", records, ["/h/.cache/ai/x"])
+    monkeypatch.setattr(verify.os, "statvfs", lambda p: type("S", (), {"f_flag": 0}))
+    assert "/h is writable" in verify._not_read_only("/h", records, [])
+
+
+def test_mountinfo_escapes_are_read_back():
+    assert verify._unescape(b"/a\\040b\\134c") == "/a b\\c"

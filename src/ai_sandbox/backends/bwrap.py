@@ -20,11 +20,13 @@ from collections.abc import Mapping
 
 from ai_sandbox import tools
 from ai_sandbox.backends.check import checked
-from ai_sandbox.backends.host import OwnFiles, never_scratch, own_files, probe_plan
+from ai_sandbox.backends.host import OwnFiles, never_scratch, own_files, probe_plan, within_writes
 from ai_sandbox.backends.plan import LaunchPlan, Settings
 from ai_sandbox.errors import UnavailableError
+from ai_sandbox.fs import below
 from ai_sandbox.idents import Snapshot
 from ai_sandbox.policy import Policy
+from ai_sandbox.writes import Writes
 
 # Read-only inside, as firejail makes them: a root agent (no capabilities, but the owner) could otherwise
 # replace /usr/bin/bwrap or git, and the next launch would run whatever it left there.
@@ -204,15 +206,17 @@ class Bwrap:
                     break
         return out
 
-    def arguments(self, own: OwnFiles, scratch: list[str]) -> list[bytes]:
+    def arguments(self, own: OwnFiles, scratch: list[str], writes: Writes | None = None) -> list[bytes]:
         """bwrap's options, in the order it applies them: the host, /proc and /dev, the anchors and read-only
         rules, then the scratch directories. The masks are not among them: the launch check mounts them
         (verify.mount_masks; bwrap's own mounts cost the square of their number), with the two capabilities
         it keeps for that and drops before anything else runs."""
         # --chdir /: bwrap's init keeps the directory it starts in, and a mask mounted later would not cover
         # it (/proc/1/cwd); the launch check enters the caller's once the masks exist
+        steps = writes.steps(own.anchors) if writes is not None and writes.confined else []
+        whole = ("ro", "/") in steps  # the host read-only under the sandbox's own /proc and /dev
         args = [
-            b"--dev-bind",
+            b"--ro-bind" if whole else b"--dev-bind",
             b"/",
             b"/",
             b"--unshare-pid",
@@ -225,7 +229,17 @@ class Bwrap:
         args += self.dev()
         args += [b"--cap-drop", b"ALL", b"--cap-add", b"CAP_SYS_ADMIN", b"--cap-add", b"CAP_SETPCAP"]
         args += [b"--seccomp", b"%d" % SECCOMP_FD]
-        for path in own.anchors:  # a mount point cannot be renamed (EBUSY)
+        # write containment (writes.py), outermost first: each bind covers what an earlier one put below it
+        for kind, path in steps:
+            if path == "/" or any(path == d or below(path, d) for d in self.private_dirs):
+                continue  # the base above; /dev/shm and /proc are the sandbox's own
+            if kind == "rw" and not os.path.exists(path) and writes is not None and path not in writes.make:
+                continue  # bwrap would fail; nothing there to write (it stays read-only)
+            if kind == "ro" and not os.path.lexists(path):
+                continue
+            p = os.fsencode(path)
+            args += [b"--ro-bind" if kind == "ro" else b"--bind", p, p]
+        for path in [] if steps else own.anchors:  # a mount point cannot be renamed (EBUSY)
             p = os.fsencode(path)
             args += [b"--bind", p, p]
         for path in own.protect:
@@ -261,18 +275,18 @@ class Bwrap:
         from ai_sandbox import idents, supervise, verify
 
         seen = seen or idents.take(policy)
-        own = own_files(env, self.unexpressible, policy.root, self.user)
+        own = within_writes(own_files(env, self.unexpressible, policy.root, self.user), policy.writes)
         system = [d for d in SYSTEM_READ_ONLY if os.path.exists(d) and not os.path.islink(d)]
         own.protect = list(dict.fromkeys(system + own.protect))  # enclosing first: bwrap binds in this order
         scratch = self.scratch(policy)
-        args = self.arguments(own, scratch)
+        args = self.arguments(own, scratch, policy.writes)
         cwd = os.path.realpath(self.settings.cwd or os.getcwd())
         return LaunchPlan(
             sandbox=[self.executable or "bwrap", "--args", str(ARGS_FD), "--"],
             agent=argv,
             check=checked(policy, own, cwd, scratch, env, self.name, seen),
             env={**verify.carried(dict(env), seen.when), verify.IGNORED_ENV: supervise.caller_ignored()},
-            dirs=dict.fromkeys(own.create, 0o700),
+            dirs=dict.fromkeys([*own.create, *policy.writes.make], 0o700),
             scratch=scratch,
             fds={ARGS_FD: b"\0".join(args) + b"\0", SECCOMP_FD: tiocsti_filter()},
             supervised=True,

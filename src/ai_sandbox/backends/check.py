@@ -79,6 +79,9 @@ def launch_check(
             f = seen.files.get(p)
             recs.append(b"S" + (b"%d:%d" % f if f is not None else b"-:-") + b":" + d + b":" + os.fsencode(p))
     recs += [b"R" + os.fsencode(p) for p in own.protect]
+    for place in policy.writes.places:  # write containment (writes.py): each place, and no writable mount left
+        recs.append((b"O" if place.writable else b"X") + os.fsencode(place.path))
+    recs += [b"B" + os.fsencode(a) for a in policy.writes.anchors]
     recs += [b"B" + os.fsencode(p) for p in own.anchors]
     if policy.hidden(cwd) is None:
         try:

@@ -146,6 +146,14 @@ class Docker:
             cmd += ["--tmpfs", f"{home}:rw,exec,mode=1777"]  # HOME exists and is writable; state is mounted below
         for r in roots:
             cmd += ["--mount", mount_arg(type="bind", source=r, target=r)]
+        # write containment (writes.py): the container holds only what is mounted; inside the mounts, the
+        # protected places are read-only, the directory above each a mount of its own (no rename moves it)
+        for a in policy.writes.anchors:
+            if any(inside(a, r) for r in roots) and os.path.isdir(a):
+                cmd += ["--mount", mount_arg(type="bind", source=a, target=a)]
+        for place in policy.writes.read_only:
+            if any(inside(place.path, r) for r in roots) and os.path.lexists(place.path):
+                cmd += ["--mount", mount_arg(type="bind", source=place.path, target=place.path, readonly=True)]
         for m in policy.masks:
             if any(inside(m.path, r) for r in roots):
                 source = empty_dir if m.is_dir else empty_file

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 
 from ai_sandbox import tools
 from ai_sandbox.backends.check import checked
-from ai_sandbox.backends.host import OwnFiles, never_scratch, own_files, probe_plan
+from ai_sandbox.backends.host import OwnFiles, never_scratch, own_files, probe_plan, within_writes
 from ai_sandbox.backends.plan import LaunchPlan, Settings
-from ai_sandbox.errors import UnavailableError
+from ai_sandbox.errors import PolicyError, UnavailableError
 from ai_sandbox.fs import below
 from ai_sandbox.idents import Snapshot
 from ai_sandbox.paths import cache_dir
@@ -67,6 +67,35 @@ def refused_user(users_file: str, uid: int | None = None) -> UnavailableError | 
         f"firejail refuses user {name}: {users_file} does not name it",
         f"add it with `sudo firecfg --add-users {name}` (or a line `{name}` in that file), or use --backend bwrap",
     )
+
+
+_GLOB = re.compile(r"[*?\[\]]")
+_PRIVATE = ("/proc", "/dev", "/sys", "/run/firejail")  # firejail's own, or read-only by its own rules
+
+
+def _other_writable_mounts(policy: Policy) -> list[str]:
+    """The host's writable mounts a `read-only /` leaves writable: firejail's recursive remount skips some
+    (measured: a shared bind at /run/netns stayed writable), so each gets a line of its own. Only where
+    write containment makes the whole system read-only (root)."""
+    from ai_sandbox.verify import _unescape
+
+    try:
+        with open("/proc/self/mountinfo", "rb") as f:
+            lines = f.read().split(b"\n")
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        fields = line.split(b" ", 6)
+        if len(fields) < 6 or fields[5][:2] != b"rw":
+            continue
+        point = _unescape(fields[4])
+        if point == "/" or any(point == d or below(point, d) for d in _PRIVATE):
+            continue
+        if policy.writes.writable(point) or _SUSPECT.search(point):
+            continue  # a place the agent writes anyway; a name firejail cannot take is refused by the check
+        out.append(point)
+    return sorted(set(out), key=lambda p: (p.count("/"), p))
 
 
 class Firejail:
@@ -199,15 +228,20 @@ class Firejail:
             b"writable-var",
             b"writable-var-log",
         ]
+        # firejail runs `bind` lines in profile order and then sets the target's owner and mode, which fails
+        # (and ends the start) on a read-only target: root's anchors are bound before anything is read-only
+        binds = [b"bind " + os.fsencode(a) + b"," + os.fsencode(a) for a in own.anchors] if own.as_root else []
+        confined = policy.writes.confined
+        lines += binds + self.containment(policy, [] if own.as_root else own.anchors)
         # Before the masks: firejail reads the whole mount table for each read-only line (measured: 5
         # lines after 6,000 masks cost 200 ms, before them nothing). An anchor is made a mount point, so
         # a directory above ai-sandbox's own cannot be renamed (EBUSY): as root by binding it onto itself
         # (firejail applies binds before masks, measured), otherwise read-only then writable again (a
         # user may only do that to its own directories; one it does not own stays read-only, still
         # anchored). firejail ignores read-write on /tmp, so that pair alone would not do for root.
-        for path in own.anchors:
+        for path in [] if own.as_root or confined else own.anchors:
             p = os.fsencode(path)
-            lines += [b"bind " + p + b"," + p] if own.as_root else [b"read-only " + p, b"read-write " + p]
+            lines += [b"read-only " + p, b"read-write " + p]
         for path in own.protect:
             lines.append(b"read-only " + os.fsencode(path))
         # After the anchors and read-only lines (a read-only line after a tmpfs would make it read-only), before
@@ -219,11 +253,39 @@ class Firejail:
             lines.append(b"blacklist " + os.fsencode(path))
         return b"\n".join(lines) + b"\n"
 
+    def containment(self, policy: Policy, anchors: list[str]) -> list[bytes]:
+        """Write containment's lines (writes.py), outermost first: firejail applies read-only and read-write in
+        profile order, each over everything below it, so the most specific wins (measured). An anchor is made a
+        mount point by read-only then read-write (a user may do that to its own directories only: firejail skips
+        others with a warning, and the launch check then refuses; `bind` would fail on a target firejail made
+        read-only, /usr). Refused where firejail cannot name a place exactly: it reads `*?[]` as globs (a rule
+        would reach the siblings they match) and rejects other characters."""
+        out: list[bytes] = []
+        if not policy.writes.confined:
+            return []
+        for kind, path in policy.writes.steps(anchors):
+            why = self.unexpressible(path) or ("contains a glob character" if _GLOB.search(path) else None)
+            if why is not None:
+                raise PolicyError(
+                    f"cannot confine writes under firejail: {path} {why}, which a firejail rule cannot name exactly",
+                    "rename it, use --backend bwrap, or set confine_writes = false (see docs/writes.md)",
+                )
+            p = os.fsencode(path)
+            if kind == "ro":
+                out.append(b"read-only " + p)
+                if path == "/":
+                    out += [b"read-only " + os.fsencode(m) for m in _other_writable_mounts(policy)]
+            elif kind == "rw":
+                out.append(b"read-write " + p)
+            else:
+                out += [b"read-only " + p, b"read-write " + p]
+        return out
+
     def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str], seen: Snapshot | None = None) -> LaunchPlan:
         from ai_sandbox import idents, verify
 
         seen = seen or idents.take(policy)
-        own = own_files(env, self.unexpressible, policy.root, self.user)
+        own = within_writes(own_files(env, self.unexpressible, policy.root, self.user), policy.writes)
         scratch = self.scratch(policy)
         content = self.profile(policy, own, scratch)
         digest = hashlib.sha256(content).hexdigest()[:24]
@@ -236,6 +298,6 @@ class Firejail:
             check=checked(policy, own, cwd, scratch, env, self.name, seen),
             env=verify.carried(dict(env), seen.when),
             extra_files={profile_path: content},
-            dirs=dict.fromkeys(own.create, 0o700),
+            dirs=dict.fromkeys([*own.create, *policy.writes.make], 0o700),
             scratch=scratch,
         )

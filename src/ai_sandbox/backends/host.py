@@ -15,6 +15,7 @@ from ai_sandbox.fs import below
 from ai_sandbox.paths import cache_dir, config_home, state_dir
 from ai_sandbox.policy import Policy
 from ai_sandbox.records import factory, record
+from ai_sandbox.writes import Writes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -81,6 +82,17 @@ def own_files(
         _expressible(a, unexpressible)
     locks = os.path.join(dirs[1], "locks")  # state.lock_path: a session holding one would stall other launches
     return OwnFiles([*dirs, locks], protect, [os.path.join(dirs[1], "parsed"), locks], anchors, uid == 0)
+
+
+def within_writes(own: OwnFiles, writes: Writes) -> OwnFiles:
+    """ai-sandbox's own files under write containment: an anchor whose parent is read-only inside anyway needs
+    no mount (nothing can rename it), and a writable bind or firejail's anchor for a user (read-only, then
+    read-write) would re-open everything below it (`~/.local` above the state directory). The backends apply
+    the anchors left in containment's order (Writes.steps)."""
+    if writes.confined:
+        # one that is read-only by containment is a read-only place of its own, already a mount point
+        own.anchors = [a for a in own.anchors if writes.writable(os.path.dirname(a)) and writes.writable(a)]
+    return own
 
 
 def _startup_hooks_outside() -> list[str]:

@@ -12,6 +12,7 @@ from enum import StrEnum  # already imported by re: free on the launch path
 from ai_sandbox.fs import below, inside
 from ai_sandbox.patterns import Origin, Pattern
 from ai_sandbox.records import factory, record, value
+from ai_sandbox.writes import Writes
 
 
 class Layer(StrEnum):
@@ -167,6 +168,7 @@ class Policy:
     capped: list[Mask] = factory(list)  # masks merged into a parent only to stay within the backend's limit
     tracked: list[str] = factory(list)  # hidden files git tracks (skipworktree.py marks them for the session)
     checkouts: list[str] = factory(list)  # the roots of the repository's other worktrees, whose masks `merge` added
+    writes: Writes = factory(Writes)  # where the agent may write (writes.py); set by the launch
 
     def hidden(self, path: str) -> Mask | None:
         """The mask that hides path (itself or an enclosing directory), if any. The masks are indexed at

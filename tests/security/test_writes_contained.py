@@ -1,0 +1,189 @@
+"""What an agent steered by what it reads cannot plant: nothing that runs later outside the sandbox (issue 27's
+table), on the real sandbox, as root and as a user, with `confine_writes = true` (off by default for now:
+docs/writes.md). Each write must fail inside, and
+nothing may reach the host; each write the work needs must reach it.
+
+The paths probed are in the suite's own home (HOME), the project, its git directory, and as root a name of the
+suite's own in /etc: a write there would be a write to /etc/ld.so.preload as well.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import (
+    BACKENDS,  # noqa: F401  (the module runs once per backend: conftest)
+    Result,
+    Workspace,
+    token,
+)
+
+pytestmark = pytest.mark.sandbox
+
+# what runs later outside when the user (their shell, git, their login, ssh, their editor) uses it
+PLANTED = {
+    "bashrc": "~/.bashrc",
+    "profile": "~/.profile",
+    "bash_profile (new)": "~/.bash_profile",
+    "local bin": "~/.local/bin/git",
+    "gitconfig": "~/.gitconfig",
+    "autostart": "~/.config/autostart/x.desktop",
+    "systemd user unit": "~/.config/systemd/user/x.service",
+    "ssh config": "~/.ssh/config",
+    "authorized_keys": "~/.ssh/authorized_keys",
+    "home": "~/x",
+    "git hook": ".git/hooks/pre-commit",
+    "vscode tasks": ".vscode/tasks.json",
+    "idea": ".idea/workspace.xml",
+}
+
+
+def _confine(ws: Workspace, more: str = "") -> None:
+    ws.config_file.write_text("confine_writes = true\n" + more)
+
+
+def _setup(ws: Workspace) -> None:
+    _confine(ws)
+    for d in (".local/bin", ".config/autostart", ".config/systemd/user", ".ssh"):
+        (ws.home / d).mkdir(parents=True, exist_ok=True)
+    for f in (".bashrc", ".profile", ".gitconfig", ".ssh/config"):
+        (ws.home / f).write_text("# the user's\n")
+    (ws.repo / ".vscode").mkdir(exist_ok=True)
+    (ws.repo / ".idea").mkdir(exist_ok=True)
+
+
+def _host(ws: Workspace, path: str) -> Path:
+    return ws.home / path[2:] if path.startswith("~/") else ws.repo / path
+
+
+def _probe(ws: Workspace, paths: list[str], mark: str) -> Result:
+    script = "; ".join(
+        f'if (echo {mark} >> "{p.replace("~/", "$HOME/", 1)}") 2>/dev/null; then echo "@@ok {p}"; else echo "@@no {p}"; fi'
+        for p in paths
+    )
+    res = ws.run("--", "sh", "-c", script + "; true")
+    print(res.out, res.err)
+    assert res.rc == 0, res.err
+    return res
+
+
+def test_nothing_that_runs_later_outside_can_be_planted(ws, firejail):
+    _setup(ws)
+    mark = token("PLANTED")
+    paths = list(PLANTED.values())
+    etc = f"/etc/ai-sandbox-test-{mark}"
+    if ws.identity == "root":
+        paths += [etc, "/root/" + mark, "/usr/local/" + mark, "/var/lib/" + mark, "/opt/" + mark]
+    res = _probe(ws, paths, mark)
+    written = [p for p in paths if f"@@ok {p}" in res.out]
+    assert not written, f"written inside: {written}"
+    for p in paths:
+        host = Path(p) if p.startswith("/") else _host(ws, p)
+        assert not host.exists() or mark not in host.read_text(errors="replace"), f"{p} reached the host"
+
+
+def test_the_places_the_work_needs_stay_writable(ws, firejail):
+    _confine(ws)
+    mark = token("WORK")
+    out = ws.base / "elsewhere"  # a directory of the user's in /tmp, outside the home
+    out.mkdir()
+    paths = ["src.txt", ".git/info/exclude", "~/.cache/x", f"/tmp/ais-writes-{mark}", f"{out}/y"]
+    res = _probe(ws, paths, mark)
+    assert all(f"@@ok {p}" in res.out for p in paths), res.out
+    assert mark in (ws.repo / "src.txt").read_text()
+    assert mark in (ws.home / ".cache" / "x").read_text()
+    os.unlink(f"/tmp/ais-writes-{mark}")
+    # git's ordinary writes: config (remote add, user.email), a commit, a branch
+    script = "git config user.email me@example.invalid && git config user.name me && git remote add o /nowhere && git checkout -qb b && " \
+        "git commit -q --allow-empty -m m && echo @@git-ok"  # fmt: skip
+    res = ws.run("--", "sh", "-c", script)
+    assert "@@git-ok" in res.out, res.err
+    assert ws.git("config", "remote.o.url").strip() == "/nowhere"
+
+
+def test_the_protected_places_cannot_be_renamed_away(ws, firejail):
+    """A read-only mount moves with its parent: `mv .git .git-old` and a fresh .git/hooks would have planted a hook
+    (measured). The git directory is a mount point: EBUSY. The home too cannot be renamed from inside."""
+    mark = token("HOOK")
+    script = (
+        f"mv .git .git-old 2>/dev/null && mkdir -p .git/hooks && echo {mark} > .git/hooks/pre-commit; "
+        f"mv .vscode .vs2 2>/dev/null && mkdir .vscode && echo {mark} > .vscode/tasks.json; "
+        f"mv $HOME $HOME.old 2>/dev/null; true"
+    )
+    _setup(ws)
+    res = ws.run("--", "sh", "-c", script)
+    assert res.rc == 0, res.err
+    assert (ws.repo / ".git" / "HEAD").exists() and not (ws.repo / ".git-old").exists()
+    assert not (ws.repo / ".git" / "hooks" / "pre-commit").exists()
+    assert not (ws.repo / ".vscode" / "tasks.json").exists() and not (ws.repo / ".vs2").exists()
+    assert ws.home.is_dir() and not Path(f"{ws.home}.old").exists()
+
+
+def test_the_agents_own_state_and_the_users_writable_reach_the_host(ws, firejail):
+    """`ai-sandbox claude` (a stand-in `claude` on PATH) writes its profile's state: ~/.claude/ (made by the launch
+    when missing) and ~/.claude.json in place; `writable` in the user config adds a place."""
+    mark = token("STATE")
+    (ws.home / ".claude.json").write_text("{}\n")
+    extra = ws.home / "extra"
+    extra.mkdir()
+    _confine(ws, 'writable = ["~/extra"]\n')
+    bindir = ws.base / "bin"
+    bindir.mkdir()
+    agent = bindir / "claude"
+    agent.write_text(
+        f"#!/bin/sh\necho {mark} > $HOME/.claude/x && echo {mark} > $HOME/.claude.json && echo {mark} > "
+        f"$HOME/extra/y && echo {mark} > $HOME/.codex-x; echo @@done\n"
+    )
+    agent.chmod(0o755)
+    res = ws.run("claude", env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    print(res.out, res.err)
+    assert "@@done" in res.out, res.err
+    assert mark in (ws.home / ".claude" / "x").read_text()
+    assert mark in (ws.home / ".claude.json").read_text()
+    assert mark in (extra / "y").read_text()
+    assert not (ws.home / ".codex-x").exists()  # the home beside them stays read-only
+
+
+def test_explain_lists_each_place_with_its_origin_and_the_project_cannot_widen(ws, firejail):
+    _confine(ws, 'writable = ["~/extra"]\n')
+    doc = json.loads(ws.run("explain", "--json").out)
+    places = {p["path"]: (p["writes"], p["origin"]) for p in doc["writes"]["places"]}
+    assert doc["writes"]["confined"] is True
+    assert places[str(ws.home)] == ("refused", "built-in: your home")
+    assert places.get(str(ws.repo), ("allowed", ""))[0] == "allowed"  # firejail, a user: no rule needed there
+    assert places[str(ws.repo / ".git" / "hooks")][0] == "refused"
+    assert places[str(ws.home / "extra")][0] == "allowed" and "user config" in places[str(ws.home / "extra")][1]
+    ws.write(".ai-sandbox.toml", 'writable = ["~"]\n')
+    res = ws.run("--", "true")
+    assert res.rc != 0 and "may be set only in your own config" in res.err, res.err
+    assert len(res.err.strip().splitlines()) == 1
+
+
+def test_off_by_default_and_said(ws, firejail):
+    mark = token("OFF")
+    res = _probe(ws, ["~/x"], mark)
+    assert "@@ok ~/x" in res.out
+    assert mark in (ws.home / "x").read_text()
+    res = ws.run("--dry-run", "--", "true")
+    assert "writes are not confined" in res.out
+    assert stat.S_ISREG((ws.home / "x").stat().st_mode)
+
+
+def test_a_place_firejail_cannot_name_refuses_in_one_line(ws, firejail):
+    """firejail reads `*?[]` in a rule as a glob (the rule would reach the siblings it matches): a project there
+    cannot be confined exactly, and the launch says so instead of running with less. bwrap names it exactly."""
+    _confine(ws)
+    odd = ws.base / "star*dir"
+    odd.mkdir()
+    ws.git("init", "-q", str(odd))
+    res = ws.run("--", "sh", "-c", "echo @@ran; echo x > ~/x", cwd=odd)
+    if ws.backend == "bwrap":
+        assert res.rc != 0 and "@@ran" in res.out and not (ws.home / "x").exists(), res.err  # confined
+        return
+    assert res.rc == 65 and "@@ran" not in res.out, res.err
+    assert len(res.err.strip().splitlines()) == 1 and "cannot confine writes under firejail" in res.err

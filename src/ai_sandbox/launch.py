@@ -366,7 +366,8 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
     directories named (unwritten.py). None when there is nothing to do."""
     policy, env, marks, trees, seen = prepared.policy, prepared.env, prepared.marks, prepared.trees, prepared.seen
     dirs = policy.in_git and any(m.is_dir for m in policy.masks)
-    if not (marks.needs or dirs):
+    files = policy.in_git and not all(m.is_dir for m in policy.masks)  # a branch may track one (unwritten.py)
+    if not (marks.needs or dirs or files):
         return None
 
     held = skipworktree.Held(marks.needs) if marks.needs else None
@@ -380,7 +381,7 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
     def end(pid: int) -> None:
         if marks.needs:
             skipworktree.release(env, policy.root, pid, held)
-        if dirs:
+        if dirs or files:
             from ai_sandbox import unwritten
 
             unwritten.after(policy.root, seen, unwritten.pending(policy, trees, marks), stashed, log)

@@ -599,6 +599,11 @@ def _found(
             elif itself and not is_dir and _links(new) > 1:  # hidden here, and maybe readable under another name
                 why = "it was swapped or replaced, and has another name (a hard link) no search can vouch for"
                 out.append(Lost(f"{old} (now {new}, which has another name)", why, old, owner))
+            elif not itself and not os.path.lexists(new):
+                # its directory is here, without it: renamed or moved on from there, where no search follows
+                # (a nested clone's session: `mv ../a ../z && mv ../z/.env ../z/readme.txt`: nineteenth red team)
+                why = "a directory above it was moved, and it is no longer in it under its name"
+                out.append(Lost(f"{old} (its directory is now {here})", why, old, owner))
         hit.remove(want)
         break
     if not hit:

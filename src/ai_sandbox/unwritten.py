@@ -31,7 +31,7 @@ from ai_sandbox import git
 from ai_sandbox.errors import SandboxError
 from ai_sandbox.fs import below, inside, printable
 from ai_sandbox.policy import Policy
-from ai_sandbox.records import record
+from ai_sandbox.records import factory, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 SHOWN = 5  # paths named in the line; `git status` lists the rest
+MAX_FILES = 2_000  # hidden files looked up after the session (one git pathspec each)
 
 
 @record
@@ -50,22 +51,30 @@ class Pending:
     tree: str  # the work tree's path relative to the project root ("" for the root itself)
     dirs: list[str]  # the hidden directories in it, relative to it
     known: list[str]  # the tracked paths the launch found in them (their skip-worktree marks keep them)
+    files: list[str] = factory(list)  # the hidden files in it git did not track at the launch, relative to it
 
 
 def pending(policy: Policy, trees: list[Tree], marks: Marks) -> list[Pending]:
-    """What to look at after the session: the directory masks inside each work tree git listed in the project."""
+    """What to look at after the session: the masks inside each work tree git listed in the project (a hidden file
+    too: `git checkout` of a branch tracking `.env` cannot replace your masked one, ends on the branch all the same,
+    and `commit -a` would commit yours: nineteenth red team)."""
     out = []
     dirs = [m.path for m in policy.masks if m.is_dir]
+    files = [m.path for m in policy.masks if not m.is_dir][:MAX_FILES]
     root = policy.root.rstrip("/")
-    for tree in trees if dirs else []:
+    for tree in trees if dirs or files else []:
         top = os.path.join(root, tree.prefix).rstrip("/")
         if not inside(top, root):
             continue
         inner = [d[len(top) + 1 :] for d in dirs if below(d, top) and not _in_git_dir(d, top)]
-        if inner:
-            # tracked at the launch: marked, or missing from the disk already (no mark: skipworktree.py)
-            gone = [m[len(top) + 1 :] for m in marks.missing if below(m, top)]
-            out.append(Pending(top[len(root) + 1 :], inner, [*marks.needs.get(top, []), *gone]))
+        # tracked at the launch: marked, or missing from the disk already (no mark: skipworktree.py)
+        gone = [m[len(top) + 1 :] for m in marks.missing if below(m, top)]
+        known = [*marks.needs.get(top, []), *gone]
+        tracked = set(known)
+        alone = [f[len(top) + 1 :] for f in files if below(f, top) and not _in_git_dir(f, top)]
+        alone = [f for f in alone if f not in tracked]
+        if inner or alone:
+            out.append(Pending(top[len(root) + 1 :], inner, known, alone))
     return out
 
 
@@ -87,12 +96,27 @@ def stash_log(root: str) -> str:
     return os.path.join(gitdir, "logs", "refs", "stash")
 
 
+STASH_LIMIT = 8 << 20  # a stash list line is ~150 bytes: 50,000 stashes
+
+
 def stashes(log: str) -> bytes:
-    """The stash list, as the launch saw it (one small file read); b"" when there is none."""
+    """The stash list, as the launch saw it (one small file read); b"" when there is none, or when it is not a file
+    git wrote: read as a regular file only, never through a link nor from a FIFO a session made there (opening one
+    blocked the launch, and the session's end, for ever: nineteenth red team)."""
     try:
-        with open(log, "rb") as f:
-            return f.read()
+        return _stash_list(log)
     except OSError:
+        return b""
+
+
+def _stash_list(log: str) -> bytes:
+    """The stash list's bytes; b"" when there is none (git removes it with the last stash); OSError when something
+    else stands there."""
+    from ai_sandbox.verify import read_regular
+
+    try:
+        return read_regular(log, STASH_LIMIT)
+    except FileNotFoundError:
         return b""
 
 
@@ -132,9 +156,10 @@ def after(root: str, seen: Snapshot, pending: list[Pending], stashed: bytes = b"
     where = shlex.quote(printable(root))
     if over:
         _say(
-            f"ai-sandbox: git checked out {len(over)} tracked file(s) over files of yours in hidden directories "
-            f"during the session, and yours stay on your disk: {_names(over)}; `git status` shows them modified "
-            f"(`git commit -a` would commit yours). `git -C {where} checkout -- PATH` takes the checked-out one\n"
+            f"ai-sandbox: git checked out {len(over)} tracked file(s) over hidden files of yours during the session, "
+            f"and yours stay on your disk: {_names(over)}; `git status` shows them modified (`git commit -a` would "
+            f"commit yours). Review the checked-out one with `git show :PATH`, then `git -C {where} checkout -- PATH` "
+            "takes it\n"
         )
     if conflicted:
         _say(
@@ -145,15 +170,16 @@ def after(root: str, seen: Snapshot, pending: list[Pending], stashed: bytes = b"
     for commit, paths in dropped:
         if paths is None:
             _say(
-                f"ai-sandbox: a stash dropped during the session is no longer in the repository (the session pruned "
-                f"it): {commit}; untracked files it held in hidden directories, if any, are lost\n"
+                f"ai-sandbox: a stash dropped during the session is no longer in the repository as it was (the session "
+                f"pruned or changed it): {commit}; what it held cannot be listed, and untracked files it held in hidden "
+                "directories, if any, are lost\n"
             )
             continue
         _say(
             f"ai-sandbox: a stash dropped during the session (`git stash pop`) held {len(paths)} untracked file(s) in "
             f"hidden directories, which the sandbox kept from your disk (yours stay where you had one): "
-            f"{_names(paths)}. Review them with `git -C {where} show --stat {commit}^3`, then "
-            f"`git -C {where} stash apply {commit}` restores them\n"
+            f"{_names(paths)}. Review them with `git -C {where} --no-replace-objects show --stat {commit}^3`, then "
+            f"`git -C {where} --no-replace-objects stash apply {commit}` restores them\n"
         )
     if missing:
         shown = " ".join(shlex.quote(printable(p)) for p in missing[:SHOWN])
@@ -189,7 +215,10 @@ def _dropped(root_fd: int, pending: list[Pending], stashed: bytes, log: str) -> 
     if mine is None or not before:
         return []
     here = f"/proc/{os.getpid()}/fd/{root_fd}"
-    now = set(_commits(stashes(log)))
+    try:
+        now = set(_commits(_stash_list(log)))
+    except OSError:
+        now = set()  # not a file git wrote: every stash the launch saw is checked, as if dropped
     out: list[tuple[str, list[str] | None]] = []
     for commit in before:
         if commit in now:
@@ -218,7 +247,7 @@ def _missing(root_fd: int, pending: list[Pending]) -> tuple[list[str], list[str]
         try:
             here = f"/proc/{os.getpid()}/fd/{tree_fd}"
             known = set(p.known)
-            for mode, oid, stage, path in git.index_entries(here, p.dirs):
+            for mode, oid, stage, path in git.index_entries(here, p.dirs, p.files):
                 name = f"{p.tree}/{path}" if p.tree else path
                 if mode == "160000" or path in known:
                     continue

@@ -338,7 +338,7 @@ def test_a_branch_checked_out_over_an_ignored_file_of_yours_is_named(ws, firejai
     _control(ws, control, "git checkout -q other")
     if "@@rc=0" not in res.out:
         return  # a read-only mask: git refused before it changed anything
-    (line,) = _said(res, "cache/x", "over files of yours")
+    (line,) = _said(res, "cache/x", "over hidden files of yours")
     _control(ws, ws.repo, f"git checkout -- cache/x  # {line[:20]}")
     assert _state(ws, ws.repo) == _state(ws, control)
 
@@ -1435,3 +1435,106 @@ def test_a_hidden_file_you_save_while_a_nested_clones_session_runs_never_refuses
     assert during.rc == 65 and "moved away during a session" in during.err, during.err
     assert after.rc == 0 and "@@ran" in after.out, after.err
     assert secret not in during.out + during.err + after.out + after.err
+
+
+# --- nineteenth red team ------------------------------------------------------------------------------------
+
+
+def test_a_fifo_the_session_leaves_as_the_stash_list_never_hangs_a_launch(ws, firejail):
+    """U3/U4: the session replaced .git/logs/refs/stash with a FIFO. Old code opened it to read the stash list,
+    blocking for ever: at the session's end (bwrap: the user's terminal hung; the watcher under both) and at every
+    later launch of a project with a hidden directory."""
+    _cache_repo(ws, ws.repo)
+    ws.write("cache/keep", "ignored, so that cache/ is hidden\n")
+    ws.write("cache/x", "STASHED\n")
+    ws.git("stash", "push", "-q", "-a", "--", "cache/x")  # a stash at the launch: its list is read at the end
+    fifo = "rm -f .git/logs/refs/stash && mkfifo .git/logs/refs/stash"
+    _session(ws, fifo)  # ends (the watcher too), within the run's time limit
+    sessions_ended(ws)
+    res = _show(ws.run("--", "sh", "-c", "echo @@ran", timeout=60))
+    assert res.rc == 0 and "@@ran" in res.out, res.err
+
+
+@pytest.mark.parametrize("how", ["graft", "object"])
+def test_a_popped_stash_the_session_makes_unreadable_is_still_said(ws, firejail, how):
+    """U1: `git stash pop` of a `-a` stash into the scratch, then the session grafted the stash commit onto its first
+    two parents only (`git replace --graft`), or deleted its third parent's object. `cat-file -e` still found the
+    commit, `ls-tree <commit>^3` failed, and nothing was said (the files lost)."""
+    _cache_repo(ws, ws.repo)
+    ws.write("cache/keep", "ignored, so that cache/ is hidden\n")
+    ws.write("cache/x", "STASHED\n")
+    ws.git("stash", "push", "-q", "-a", "--", "cache/x")
+    c = ws.git("rev-parse", "stash@{0}").strip()
+    spoil = {
+        "graft": f"git replace --graft {c} {c}^1 {c}^2",
+        "object": f"t=$(git rev-parse {c}^3) && rm -f .git/objects/$(echo $t | cut -c1-2)/$(echo $t | cut -c3-)",
+    }[how]
+    res = _session(ws, f"git stash pop -q 2>&1; echo @@rc=$?; {spoil}; echo @@spoiled=$?")
+    if "@@rc=0" not in res.out:
+        return  # a read-only mask: git refused and kept the stash
+    assert "@@spoiled=0" in res.out, res.out
+    assert not (ws.repo / "cache" / "x").exists()
+    said = _said(res, c)
+    assert len(said) == 1 and ("cache/x" in said[0] or "cannot be listed" in said[0]), res.err
+
+
+def test_a_git_directory_the_session_turned_into_a_link_keeps_stashes_named(ws, firejail):
+    """U5: session 1 ran `mv .git .gitreal; ln -s .gitreal .git` (git follows it). Old code took a `.git` link for no
+    repository: no later launch read the stash list, and a later session's `git stash pop` into the scratch lost the
+    files with nothing said. (Write containment makes `.git` a mount point: this is the `confine_writes = false`
+    case, where the record and the lines must hold all the same.)"""
+    ws.config_file.write_text("confine_writes = false\n")
+    _cache_repo(ws, ws.repo)
+    ws.write("cache/keep", "ignored, so that cache/ is hidden\n")
+    ws.write("cache/x", "STASHED\n")
+    ws.git("stash", "push", "-q", "-a", "--", "cache/x")
+    _session(ws, "mv .git .gitreal && ln -s .gitreal .git && echo @@linked")
+    assert (ws.repo / ".git").is_symlink()
+    res = _session(ws, "git stash pop -q 2>&1; echo @@rc=$?")
+    if "@@rc=0" not in res.out:
+        return
+    assert len(_said(res, "cache/x", "stash apply")) == 1, res.err
+
+
+def test_a_nested_clones_session_moving_a_hidden_files_directory_and_renaming_the_file_refuses(ws, firejail):
+    """R1: the project hides a/.env; a session launched from a nested clone (which does not hide the project's files)
+    moved a/ to z/ and renamed z/.env. The project's next launch found a/ at z/ by its directory's id, no z/.env there,
+    and counted the file as found: it ran and showed z/readme.txt."""
+    secret = token("R1SECRET")
+    ws.config_file.write_text("confine_writes = false\n")  # the record holds without containment too
+    ws.write(".gitignore", ".env\n")
+    ws.write("a/x.txt", "x\n")
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "a")
+    ws.write("a/.env", secret + "\n")
+    clone = ws.repo / "sub"
+    _repo(ws, clone)
+    _show(ws.run("--", "true"))
+    _show(ws.run("accept", cwd=clone))
+    _session(ws, "mv ../a ../z && mv ../z/.env ../z/readme.txt", cwd=clone)
+    assert (ws.repo / "z" / "readme.txt").read_text() == secret + "\n"
+    sessions_ended(ws)
+    _refused(_show(ws.run("--", "sh", "-c", "echo @@read; cat z/readme.txt")), secret)
+
+
+def test_a_branch_checked_out_over_a_hidden_file_of_yours_is_named(ws, firejail):
+    """U2: `.env` ignored on main and yours holds a secret; `feat` tracks a sample `.env`. Inside, `git checkout feat`
+    could not replace the masked file (`unable to unlink`) but ended on feat: `git status` showed yours modified and
+    `git commit -a` would commit your secret, with nothing said (the lines looked into hidden directories only)."""
+    secret = token("ENVSECRET")
+    ws.write(".gitignore", ".env\n")
+    ws.write("app.txt", "app\n")
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "main")
+    ws.git("checkout", "-q", "-b", "feat")
+    ws.write(".env", "SAMPLE=1\n")
+    ws.git("add", "-f", ".env")
+    ws.git("commit", "-qm", "sample env")
+    ws.git("checkout", "-q", "main")
+    ws.write(".env", secret + "\n")
+    res = _session(ws, "git checkout -q feat 2>&1; echo @@rc=$?")
+    if "@@rc=0" not in res.out:
+        return  # git refused before it changed anything
+    assert (ws.repo / ".env").read_text() == secret + "\n"  # yours stays on your disk
+    (line,) = _said(res, ".env", "commit -a")
+    assert secret not in line

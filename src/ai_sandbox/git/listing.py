@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import selectors
 import subprocess
+from collections.abc import Sequence
 
 from ai_sandbox import tools
 from ai_sandbox.errors import PolicyError, UnavailableError
@@ -369,9 +370,10 @@ def ignores(root: str, rel: str) -> bool:
         return True
 
 
-def index_entries(root: str, dirs: list[str]) -> list[tuple[str, str, str, str]]:
-    """(mode, object id, stage, path) of every index entry in these directories (relative, literal)."""
-    args = ["ls-files", "-z", "--stage", "--", *(d + "/" for d in dirs)]
+def index_entries(root: str, dirs: list[str], files: Sequence[str] = ()) -> list[tuple[str, str, str, str]]:
+    """(mode, object id, stage, path) of every index entry in these directories, and at these paths (relative,
+    literal)."""
+    args = ["ls-files", "-z", "--stage", "--", *(d + "/" for d in dirs), *files]
     proc = _run(args, root, env={**os.environ, "GIT_LITERAL_PATHSPECS": "1"})
     if proc.returncode != 0:
         raise _git_error(args, root, proc.stderr)
@@ -386,12 +388,20 @@ def index_entries(root: str, dirs: list[str]) -> list[tuple[str, str, str, str]]
 
 def stashed_untracked(root: str, commit: str, dirs: list[str]) -> list[str] | None:
     """The untracked files a stash commit (an object id) holds in these directories (`stash -u`/`-a`: its third
-    parent); none for a stash without them; None for a commit git does not have (pruned)."""
-    if _run(["cat-file", "-e", f"{commit}^{{commit}}"], root).returncode != 0:
+    parent); none for a stash without them; None for one git cannot read as it was: pruned, its third parent's
+    object deleted, or its parents changed by a replace ref or a graft the session wrote (read without either: a
+    graft dropping the third parent made it look like a stash without untracked files: nineteenth red team)."""
+    env = {**os.environ, "GIT_LITERAL_PATHSPECS": "1", "GIT_NO_REPLACE_OBJECTS": "1", "GIT_GRAFT_FILE": os.devnull}
+    if _run(["cat-file", "-e", f"{commit}^{{commit}}"], root, env=env).returncode != 0:
         return None
+    parents = _run(["rev-list", "--parents", "-n", "1", commit], root, env=env)
+    if parents.returncode != 0:
+        return None
+    if len(parents.stdout.split()) < 4:  # the commit and its parents: HEAD, the index, the untracked files
+        return []
     args = ["ls-tree", "-r", "-z", "--name-only", f"{commit}^3", "--", *(d + "/" for d in dirs)]
-    proc = _run(args, root, env={**os.environ, "GIT_LITERAL_PATHSPECS": "1"})
-    return _split_z(proc.stdout) if proc.returncode == 0 else []
+    proc = _run(args, root, env=env)
+    return _split_z(proc.stdout) if proc.returncode == 0 else None
 
 
 def indexed_blob(root: str, rel: str) -> bytes | None:

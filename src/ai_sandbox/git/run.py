@@ -145,9 +145,11 @@ def _split_z(data: bytes) -> list[str]:
 
 
 def git_dir_of(root: str) -> str:
-    """The git directory root/.git is or names (`gitdir: …` in a linked worktree's file), as a real path."""
+    """The git directory root/.git is or names (`gitdir: …` in a linked worktree's file), as a real path. A link
+    to a directory is followed, as git follows it (taken for no repository, a session's `mv .git .gitreal; ln -s
+    .gitreal .git` turned the stash line off for good: nineteenth red team)."""
     dotgit = os.path.join(root, ".git")
-    if os.path.isdir(dotgit) and not os.path.islink(dotgit):
+    if os.path.isdir(dotgit):
         return os.path.realpath(dotgit)
     from ai_sandbox.verify import read_regular
 

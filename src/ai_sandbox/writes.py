@@ -103,6 +103,7 @@ def plan(
     git_dirs: Iterable[str],
     state: Iterable[tuple[str, str]],
     writable: Iterable[tuple[str, str]],
+    modules: Iterable[str] = (),
     exists: Callable[[str], bool] = os.path.lexists,
     on_path: Callable[[str], bool] = lambda tool: False,
 ) -> Writes:
@@ -112,7 +113,8 @@ def plan(
     any directory: bwrap); otherwise only the homes are made read-only and file modes protect the rest
     (firejail lets a user re-open only directories the user owns, so not /tmp under a read-only /).
     homes: `$HOME` as the agent gets it and the account's home, real paths. state: (entry, origin) of the
-    agent profile's own state, `~/…` entries. writable: (absolute path, origin) the user's config adds.
+    agent profile's own state, `~/…` entries. writable: (absolute path, origin) the user's config adds. modules:
+    the git directories of submodules (`<git dir>/modules/…`), whose hooks the user's git in a submodule runs.
     Entries with glob characters are skipped: a mount names one path."""
     if not confine:
         return Writes()
@@ -141,7 +143,8 @@ def plan(
                 opened.append(Place(path, True, "built-in: build tools' cache"))
                 make.append(path)
     opened += [Place(os.path.normpath(p), True, origin) for p, origin in writable]
-    protected = [Place(os.path.join(g, "hooks"), False, "built-in: runs later outside (git hooks)") for g in gits]
+    hooks = [os.path.join(g, "hooks") for g in gits] + [os.path.join(m, "hooks") for m in modules]
+    protected = [Place(h, False, "built-in: runs later outside (git hooks)") for h in dict.fromkeys(hooks)]
     protected += [
         Place(os.path.join(root, name), False, "built-in: runs later outside (editor settings)")
         for name in PROJECT_PROTECTED

@@ -187,3 +187,18 @@ def test_a_place_firejail_cannot_name_refuses_in_one_line(ws, firejail):
         return
     assert res.rc == 65 and "@@ran" not in res.out, res.err
     assert len(res.err.strip().splitlines()) == 1 and "cannot confine writes under firejail" in res.err
+
+
+def test_a_submodules_hooks_are_read_only(ws, firejail):
+    """`git -C lib commit` runs `.git/modules/lib/hooks/*`: the submodule's hooks are protected like the project's."""
+    _confine(ws)
+    lib = ws.base / "libsrc"
+    ws.git("init", "-q", str(lib))
+    ws.git("commit", "-q", "--allow-empty", "-m", "l", cwd=lib)
+    ws.git("-c", "protocol.file.allow=always", "submodule", "add", "-q", str(lib), "lib")
+    hooks = ws.repo / ".git" / "modules" / "lib" / "hooks"
+    assert hooks.is_dir()
+    mark = token("SUBHOOK")
+    res = _probe(ws, [".git/modules/lib/hooks/pre-commit", ".git/modules/lib/description"], mark)
+    assert "@@no .git/modules/lib/hooks/pre-commit" in res.out and "@@ok .git/modules/lib/description" in res.out
+    assert not (hooks / "pre-commit").exists()

@@ -81,3 +81,9 @@ def test_a_project_that_is_the_home_leaves_the_home_read_only():
     w = _plan(root="/home/u", git_dirs=["/home/u/.git"])
     assert not w.writable("/home/u/.bashrc") and w.writable("/home/u/.git/index")
     assert not w.writable("/home/u/.git/hooks/x")
+
+
+def test_a_submodules_hooks_are_read_only_too():
+    w = _plan(modules=["/home/u/src/p/.git/modules/lib"])
+    assert not w.writable("/home/u/src/p/.git/modules/lib/hooks/pre-commit")
+    assert w.writable("/home/u/src/p/.git/modules/lib/index")

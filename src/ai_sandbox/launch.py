@@ -391,12 +391,13 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
         return None
 
     held = skipworktree.Held(marks.needs) if marks.needs else None
-    stashed, log = b"", ""
+    stashed: list[str] = []
+    log = ""
     if dirs:
         from ai_sandbox import unwritten
 
-        log = unwritten.stash_log(policy.root)  # the stash list now, for the session's end
-        stashed = unwritten.stashes(log)
+        log = unwritten.stash_log(policy.root)
+        stashed = unwritten.stashes(log, policy.root)  # for the session's end
 
     def end(pid: int) -> None:
         if marks.needs:

@@ -445,6 +445,10 @@ def _judge(
         for p, pid, oid in entries:
             if _dir_moved(p, pid, ids):
                 wanted.setdefault(pid, []).append((p, owner))
+                if owner != GLOBAL_RECORD and (p, owner) not in elsewhere and oid and oid != _NONE:
+                    # and the path's own inode: renamed on from where its directory went, a decoy left under its
+                    # name hidden again by the same rule (twentieth red team)
+                    replaced.setdefault(oid, []).append((p, owner))
             elif (p, owner) not in elsewhere and pid and pid != _NONE and not os.path.lexists(p):
                 vanished.append((p, owner))  # deleted, or moved away whole by a session that did not hide it
                 continue
@@ -469,7 +473,9 @@ def _judge(
     nowhere: list[tuple[str, str]] = []
     if wanted or replaced:
         found, nowhere = _moved(policy, wanted, replaced)
-        lost += found
+        # a path searched for by its directory's inode and its own: said once, by what was found first
+        lost += list({(x.path, x.owner): x for x in reversed(found)}.values())[::-1]
+        nowhere = list(dict.fromkeys(nowhere))
     nowhere = [x for x in nowhere if x not in elsewhere]
     if nowhere or vanished:  # deleted, or moved where no search looks: each session's watcher noted what moved
         logs = logs or _all_logs(env)

@@ -26,6 +26,7 @@ import re
 import shlex
 import stat
 import sys
+from collections.abc import Sequence
 
 from ai_sandbox import git
 from ai_sandbox.errors import SandboxError
@@ -90,7 +91,7 @@ def stash_log(root: str) -> str:
         return ""
     try:
         with open(os.path.join(gitdir, "commondir"), "rb") as f:
-            gitdir = os.path.realpath(os.path.join(gitdir, os.fsdecode(f.read().strip())))
+            gitdir = os.path.realpath(os.path.join(gitdir, os.fsdecode(f.read().rstrip(b"\r\n"))))
     except OSError:
         pass
     return os.path.join(gitdir, "logs", "refs", "stash")
@@ -99,46 +100,54 @@ def stash_log(root: str) -> str:
 STASH_LIMIT = 8 << 20  # a stash list line is ~150 bytes: 50,000 stashes
 
 
-def stashes(log: str) -> bytes:
-    """The stash list, as the launch saw it (one small file read); b"" when there is none, or when it is not a file
-    git wrote: read as a regular file only, never through a link nor from a FIFO a session made there (opening one
-    blocked the launch, and the session's end, for ever: nineteenth red team)."""
-    try:
-        return _stash_list(log)
-    except OSError:
-        return b""
-
-
-def _stash_list(log: str) -> bytes:
-    """The stash list's bytes; b"" when there is none (git removes it with the last stash); OSError when something
-    else stands there."""
+def stashes(log: str, root: str) -> list[str]:
+    """The stashes at the launch, as commit ids: the stash list read as a file (one small read), as git reads it;
+    where something else stands there (a FIFO blocked the launch for ever; a list padded past STASH_LIMIT with lines
+    git skips was taken for no stash: nineteenth and twentieth red teams), git's own answer."""
     from ai_sandbox.verify import read_regular
 
     try:
-        return read_regular(log, STASH_LIMIT)
+        if not log:
+            raise OSError("no git directory found")  # a `.git` read otherwise than git reads it: ask git
+        return _commits(read_regular(log, STASH_LIMIT))
     except FileNotFoundError:
-        return b""
+        return []  # no stash: git removes the list with the last one
+    except OSError:
+        return _listed(log, root) or []
 
 
-_OBJECT_ID = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
+def _listed(log: str, root: str) -> list[str] | None:
+    """git's own list of stashes, where the stash list is a regular file (or its place unknown); None otherwise, or
+    when git cannot say: a FIFO there would block git too."""
+    try:
+        if log and not stat.S_ISREG(os.lstat(log).st_mode):
+            return None
+    except FileNotFoundError:
+        return []
+    except OSError:
+        return None
+    try:
+        return git.stash_ids(root)
+    except (OSError, SandboxError):
+        return None
+
+
+# a reflog line as git reads it (refs/files-backend.c): old id, new id, who <email> when zone, then a tab and the
+# message; git skips any other line (a session's `junk <id> junk` named a popped stash as still there: twentieth)
+_ENTRY = re.compile(rb"(?:[0-9a-f]{40}|[0-9a-f]{64}) ([0-9a-f]{40}|[0-9a-f]{64}) [^\n]*> \d+ [+-]\d{4}(?:\t[^\n]*)?")
 
 
 def _commits(log: bytes) -> list[str]:
-    """The stash commits of a stash reflog (each line: old id, new id, who, when, message): object ids only. The
-    session can write the reflog, and git takes any revision there: a ref named `$(…)` made the line's command run
-    code when pasted, and one with terminal escapes erased the lines before it (eighteenth red team)."""
-    out = []
-    for line in log.split(b"\n"):
-        fields = line.split(b" ", 2)
-        if len(fields) == 3 and _OBJECT_ID.fullmatch(fields[1]):
-            out.append(fields[1].decode("ascii"))
-    return out
+    """The stash commits of a stash reflog: object ids only. The session can write the reflog, and git takes any
+    revision there: a ref named `$(…)` made the line's command run code when pasted, and one with terminal escapes
+    erased the lines before it (eighteenth red team)."""
+    return [m.group(1).decode("ascii") for line in log.split(b"\n") if (m := _ENTRY.fullmatch(line))]
 
 
-def after(root: str, seen: Snapshot, pending: list[Pending], stashed: bytes = b"", log: str = "") -> None:
+def after(root: str, seen: Snapshot, pending: list[Pending], stashed: Sequence[str] = (), log: str = "") -> None:
     """Name what git left missing in hidden directories, in one line on stderr each: tracked files, and untracked
-    ones of a dropped stash (stashed: the stash list at the launch, log: its file). Never raises: this runs as the
-    session ends (the watcher, or the launch under a supervised backend)."""
+    ones of a dropped stash (stashed: the stashes at the launch, log: the stash list's file). Never raises: this runs as the session ends (the
+    watcher, or the launch under a supervised backend)."""
     if not pending or seen.root is None:
         return
     try:
@@ -205,20 +214,21 @@ def _say(line: str) -> None:
         pass
 
 
-def _dropped(root_fd: int, pending: list[Pending], stashed: bytes, log: str) -> list[tuple[str, list[str] | None]]:
+def _dropped(
+    root_fd: int, pending: list[Pending], stashed: Sequence[str], log: str
+) -> list[tuple[str, list[str] | None]]:
     """(commit, project-relative paths) of each stash of the project's repository dropped since the launch that
     holds untracked files in its hidden directories: popped into the scratch (gone), or over files of yours there
     (git outside would have refused and kept the stash: seventeenth red team). None for the paths of one the session
     pruned (`git gc --prune=now`: what it held cannot be listed, and may be lost: eighteenth red team)."""
     mine = next((p for p in pending if not p.tree), None)
-    before = _commits(stashed)
+    before = list(stashed)
     if mine is None or not before:
         return []
     here = f"/proc/{os.getpid()}/fd/{root_fd}"
-    try:
-        now = set(_commits(_stash_list(log)))
-    except OSError:
-        now = set()  # not a file git wrote: every stash the launch saw is checked, as if dropped
+    # git's own answer: the file may hold lines git skips (twentieth red team); where git cannot say, every stash the
+    # launch saw is checked, as if dropped
+    now = set(_listed(log, here) or ())
     out: list[tuple[str, list[str] | None]] = []
     for commit in before:
         if commit in now:

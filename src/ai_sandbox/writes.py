@@ -46,6 +46,7 @@ TEMPORARY = ("/tmp", "/var/tmp", "/dev/shm")
 # tasks (`runOn: folderOpen`) and settings (interpreter and tool paths), JetBrains' project (a trusted one
 # imports its build on open). The repository's hooks are added per git directory (`hooks/`).
 PROJECT_PROTECTED = (".vscode", ".idea")
+_GIT_DIR = ("HEAD", "objects", "refs")  # what git itself looks for in a git directory
 
 
 @value
@@ -125,7 +126,13 @@ def plan(
     opened: list[Place] = [Place(t, True, "built-in: temporary files") for t in TEMPORARY]
     if not any(inside(h, root) for h in homes):  # launched from the home (or above): it stays read-only
         opened.append(Place(root, True, "built-in: the project"))
-    gits = list(dict.fromkeys(git_dirs))
+    # a git directory is writable only where it is one, never a home, /, or a directory holding either: a session
+    # can point the next launch's `.git` file (or a link in it) anywhere (twenty-first red team)
+    gits = [
+        g
+        for g in dict.fromkeys(git_dirs)
+        if g != "/" and not any(inside(h, g) for h in homes) and all(exists(os.path.join(g, n)) for n in _GIT_DIR)
+    ]
     opened += [Place(g, True, "built-in: the project's git directory") for g in gits]
     make: list[str] = []
     if home:

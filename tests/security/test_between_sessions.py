@@ -1455,7 +1455,7 @@ def test_a_fifo_the_session_leaves_as_the_stash_list_never_hangs_a_launch(ws, fi
     assert res.rc == 0 and "@@ran" in res.out, res.err
 
 
-@pytest.mark.parametrize("how", ["graft", "object"])
+@pytest.mark.parametrize("how", ["graft", "object", "shallow", "forged-line"])
 def test_a_popped_stash_the_session_makes_unreadable_is_still_said(ws, firejail, how):
     """U1: `git stash pop` of a `-a` stash into the scratch, then the session grafted the stash commit onto its first
     two parents only (`git replace --graft`), or deleted its third parent's object. `cat-file -e` still found the
@@ -1468,6 +1468,9 @@ def test_a_popped_stash_the_session_makes_unreadable_is_still_said(ws, firejail,
     spoil = {
         "graft": f"git replace --graft {c} {c}^1 {c}^2",
         "object": f"t=$(git rev-parse {c}^3) && rm -f .git/objects/$(echo $t | cut -c1-2)/$(echo $t | cut -c3-)",
+        # twentieth red team: the shallow list cuts parents as a graft does; a line git skips that names the stash
+        "shallow": f"echo {c} >> .git/shallow",
+        "forged-line": f"mkdir -p .git/logs/refs && printf 'junk %s junk\\n' {c} >> .git/logs/refs/stash",
     }[how]
     res = _session(ws, f"git stash pop -q 2>&1; echo @@rc=$?; {spoil}; echo @@spoiled=$?")
     if "@@rc=0" not in res.out:
@@ -1478,7 +1481,24 @@ def test_a_popped_stash_the_session_makes_unreadable_is_still_said(ws, firejail,
     assert len(said) == 1 and ("cache/x" in said[0] or "cannot be listed" in said[0]), res.err
 
 
-def test_a_git_directory_the_session_turned_into_a_link_keeps_stashes_named(ws, firejail):
+def test_a_stash_list_the_session_made_unreadable_is_still_read(ws, firejail):
+    """Twentieth red team: session 1 put 8 MiB of lines git skips before the stash list; the launch refused to read
+    it, took it for no stash, and a later session's `git stash pop` into the scratch lost the files silently."""
+    _cache_repo(ws, ws.repo)
+    ws.write("cache/keep", "ignored, so that cache/ is hidden\n")
+    ws.write("cache/x", "STASHED\n")
+    ws.git("stash", "push", "-q", "-a", "--", "cache/x")
+    log = ws.repo / ".git" / "logs" / "refs" / "stash"
+    log.write_bytes(b"0" * 40 + b" " + b"0" * 40 + b"\n" * 1 + (b"x" * 1023 + b"\n") * 9000 + log.read_bytes())
+    assert len(ws.git("stash", "list").splitlines()) == 1  # git skips what it cannot read
+    res = _session(ws, "git stash pop -q 2>&1; echo @@rc=$?")
+    if "@@rc=0" not in res.out:
+        return
+    assert len(_said(res, "cache/x", "stash apply")) == 1, res.err
+
+
+@pytest.mark.parametrize("how", ["link", "crlf", "link-to-file", "padded"])
+def test_a_git_directory_the_session_turned_into_a_link_keeps_stashes_named(ws, firejail, how):
     """U5: session 1 ran `mv .git .gitreal; ln -s .gitreal .git` (git follows it). Old code took a `.git` link for no
     repository: no later launch read the stash list, and a later session's `git stash pop` into the scratch lost the
     files with nothing said. (Write containment makes `.git` a mount point: this is the `confine_writes = false`
@@ -1488,15 +1508,22 @@ def test_a_git_directory_the_session_turned_into_a_link_keeps_stashes_named(ws, 
     ws.write("cache/keep", "ignored, so that cache/ is hidden\n")
     ws.write("cache/x", "STASHED\n")
     ws.git("stash", "push", "-q", "-a", "--", "cache/x")
-    _session(ws, "mv .git .gitreal && ln -s .gitreal .git && echo @@linked")
-    assert (ws.repo / ".git").is_symlink()
+    turn = {
+        "link": "mv .git .gitreal && ln -s .gitreal .git",
+        # twentieth red team: git strips \r\n and blank lines, and follows a link to a `gitdir:` file
+        "crlf": "mv .git .gitreal && printf 'gitdir: .gitreal\\r\\n' > .git",
+        "link-to-file": "mv .git .gitreal && printf 'gitdir: .gitreal\\n' > .gitfile && ln -s .gitfile .git",
+        "padded": "mv .git .gitreal && { printf 'gitdir: .gitreal'; head -c 5000 /dev/zero | tr '\\0' '\\n'; } > .git",
+    }[how]
+    _session(ws, f"{turn} && git status -s >/dev/null && echo @@turned")
     res = _session(ws, "git stash pop -q 2>&1; echo @@rc=$?")
     if "@@rc=0" not in res.out:
         return
     assert len(_said(res, "cache/x", "stash apply")) == 1, res.err
 
 
-def test_a_nested_clones_session_moving_a_hidden_files_directory_and_renaming_the_file_refuses(ws, firejail):
+@pytest.mark.parametrize("decoy", [False, True])
+def test_a_nested_clones_session_moving_a_hidden_files_directory_and_renaming_the_file_refuses(ws, firejail, decoy):
     """R1: the project hides a/.env; a session launched from a nested clone (which does not hide the project's files)
     moved a/ to z/ and renamed z/.env. The project's next launch found a/ at z/ by its directory's id, no z/.env there,
     and counted the file as found: it ran and showed z/readme.txt."""
@@ -1511,7 +1538,9 @@ def test_a_nested_clones_session_moving_a_hidden_files_directory_and_renaming_th
     _repo(ws, clone)
     _show(ws.run("--", "true"))
     _show(ws.run("accept", cwd=clone))
-    _session(ws, "mv ../a ../z && mv ../z/.env ../z/readme.txt", cwd=clone)
+    # twentieth red team: a decoy `.env` put where the file was, hidden again by the same rule
+    then = " && echo decoy > ../z/.env" if decoy else ""
+    _session(ws, f"mv ../a ../z && mv ../z/.env ../z/readme.txt{then}", cwd=clone)
     assert (ws.repo / "z" / "readme.txt").read_text() == secret + "\n"
     sessions_ended(ws)
     _refused(_show(ws.run("--", "sh", "-c", "echo @@read; cat z/readme.txt")), secret)

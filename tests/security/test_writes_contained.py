@@ -202,3 +202,27 @@ def test_a_submodules_hooks_are_read_only(ws, firejail):
     res = _probe(ws, [".git/modules/lib/hooks/pre-commit", ".git/modules/lib/description"], mark)
     assert "@@no .git/modules/lib/hooks/pre-commit" in res.out and "@@ok .git/modules/lib/description" in res.out
     assert not (hooks / "pre-commit").exists()
+
+
+@pytest.mark.parametrize("how", ["carriage-return", "link"])
+def test_a_git_file_the_session_rewrites_never_opens_the_home_to_the_next_launch(ws, firejail, how):
+    """Twenty-first red team: in a linked worktree the session wrote `gitdir: <real>\\r` into `.git` and a link
+    `<real>\\r` -> $HOME beside the real directory. git strips the \\r (nothing changes for it); the next launch took
+    the link's target for the project's git directory: the whole home writable. A git directory is writable only
+    where it is one (HEAD, objects, refs), never a home nor a directory holding one."""
+    _confine(ws)
+    wt = ws.base / "wt"
+    ws.git("commit", "-q", "--allow-empty", "-m", "i")
+    ws.git("worktree", "add", "-q", str(wt))
+    real = ws.git("rev-parse", "--absolute-git-dir", cwd=wt).strip()
+    plant = {
+        "carriage-return": f'ln -s "$HOME" "{real}$(printf "\\r")" && printf "gitdir: %s\\r\\n" "{real}" > .git',
+        "link": f'ln -s "$HOME" "{real}-home" && printf "gitdir: %s\\n" "{real}-home" > .git',
+    }[how]
+    res = ws.run("--", "sh", "-c", f"{plant} && echo @@planted", cwd=wt)
+    assert "@@planted" in res.out, res.err
+    mark = token("OPENED")
+    res = ws.run("--", "sh", "-c", f"echo {mark} > ~/x; echo {mark} > ~/.bashrc; true", cwd=wt)
+    print(res.out, res.err)
+    bashrc = ws.home / ".bashrc"
+    assert not (ws.home / "x").exists() and not (bashrc.exists() and mark in bashrc.read_text(errors="replace"))

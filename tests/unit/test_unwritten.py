@@ -22,3 +22,10 @@ def test_the_stash_list_gives_object_ids_only():
     ]
     log = b"".join(_line(x) for x in [SHA1, *forged, SHA256])
     assert unwritten._commits(log) == [SHA1, SHA256]
+
+
+def test_a_line_git_skips_is_skipped():
+    """Twentieth red team: `junk <id> junk` named a popped stash as still there; git reads only whole entries."""
+    log = b"junk %s junk\n" % SHA1.encode() + b"%s %s t <t@e> notatime +0000\tx\n" % (b"0" * 40, SHA1.encode())
+    assert unwritten._commits(log) == []
+    assert unwritten._commits(_line(SHA1).rstrip(b"\n").split(b"\t")[0] + b"\n") == [SHA1]  # no message: git takes it

@@ -87,3 +87,11 @@ def test_a_submodules_hooks_are_read_only_too():
     w = _plan(modules=["/home/u/src/p/.git/modules/lib"])
     assert not w.writable("/home/u/src/p/.git/modules/lib/hooks/pre-commit")
     assert w.writable("/home/u/src/p/.git/modules/lib/index")
+
+
+def test_a_git_directory_that_is_a_home_or_no_git_directory_is_never_writable():
+    for git in ("/home/u", "/", "/home"):
+        w = _plan(git_dirs=[git], whole_system=True)
+        assert not w.writable("/home/u/.bashrc") and not w.writable("/etc/x")
+    w = _plan(git_dirs=["/etc"], whole_system=True, exists=lambda p: not p.startswith("/etc/"))
+    assert not w.writable("/etc/ld.so.preload")

@@ -15,6 +15,7 @@ from ai_sandbox.git.listing import (
     index_entries,
     indexed_blob,
     scan,
+    stash_ids,
     stashed_untracked,
 )
 from ai_sandbox.git.log import (
@@ -61,6 +62,7 @@ __all__ = [
     "repos_below",
     "Scan",
     "scan",
+    "stash_ids",
     "stashed_untracked",
     "stored_blobs",
     "TIMEOUT",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from ai_sandbox import tools
 from ai_sandbox.errors import PolicyError, UnavailableError
 from ai_sandbox.git.repo import Repo
-from ai_sandbox.git.run import _GIT, TIMEOUT, _git, _git_error, _run, _split_z, _timeout
+from ai_sandbox.git.run import _GIT, QUICK, TIMEOUT, _git, _git_error, _run, _split_z, _timeout
 
 
 class Scan:
@@ -386,22 +386,34 @@ def index_entries(root: str, dirs: list[str], files: Sequence[str] = ()) -> list
     return out
 
 
+_PLAIN = {"GIT_LITERAL_PATHSPECS": "1", "GIT_NO_REPLACE_OBJECTS": "1", "GIT_GRAFT_FILE": os.devnull}
+
+
 def stashed_untracked(root: str, commit: str, dirs: list[str]) -> list[str] | None:
     """The untracked files a stash commit (an object id) holds in these directories (`stash -u`/`-a`: its third
-    parent); none for a stash without them; None for one git cannot read as it was: pruned, its third parent's
-    object deleted, or its parents changed by a replace ref or a graft the session wrote (read without either: a
-    graft dropping the third parent made it look like a stash without untracked files: nineteenth red team)."""
-    env = {**os.environ, "GIT_LITERAL_PATHSPECS": "1", "GIT_NO_REPLACE_OBJECTS": "1", "GIT_GRAFT_FILE": os.devnull}
-    if _run(["cat-file", "-e", f"{commit}^{{commit}}"], root, env=env).returncode != 0:
+    parent); none for a stash without them; None for one git cannot read as it was: pruned, or its third parent's
+    object deleted. Its parents are read from the commit object itself: replace refs, grafts and the shallow list
+    change what git walks (a session that dropped the third parent that way made a popped stash look like one
+    without untracked files: nineteenth and twentieth red teams)."""
+    env = {**os.environ, **_PLAIN}
+    raw = _run(["cat-file", "commit", commit], root, env=env)
+    if raw.returncode != 0:
         return None
-    parents = _run(["rev-list", "--parents", "-n", "1", commit], root, env=env)
-    if parents.returncode != 0:
-        return None
-    if len(parents.stdout.split()) < 4:  # the commit and its parents: HEAD, the index, the untracked files
+    head = raw.stdout.split(b"\n\n", 1)[0].split(b"\n")
+    parents = [ln[7:].decode("ascii", "replace") for ln in head if ln.startswith(b"parent ")]
+    if len(parents) < 3:  # HEAD, the index, the untracked files
         return []
-    args = ["ls-tree", "-r", "-z", "--name-only", f"{commit}^3", "--", *(d + "/" for d in dirs)]
+    args = ["ls-tree", "-r", "-z", "--name-only", parents[2], "--", *(d + "/" for d in dirs)]
     proc = _run(args, root, env=env)
     return _split_z(proc.stdout) if proc.returncode == 0 else None
+
+
+def stash_ids(root: str) -> list[str] | None:
+    """The stashes git lists (`git stash list`), as object ids; None when git cannot say."""
+    proc = _run(["stash", "list", "--format=%H"], root, env={**os.environ, **_PLAIN}, timeout=QUICK)
+    if proc.returncode != 0:
+        return None
+    return [ln for ln in proc.stdout.decode("ascii", "replace").split("\n") if ln]
 
 
 def indexed_blob(root: str, rel: str) -> bytes | None:

@@ -154,10 +154,14 @@ def git_dir_of(root: str) -> str:
     from ai_sandbox.verify import read_regular
 
     try:
-        head = read_regular(dotgit, 4096)  # never a FIFO a session put there, nor through a link
+        # never a FIFO a session put there; a link to a file is followed, as git follows it (twentieth red team)
+        where = os.path.realpath(dotgit) if os.path.islink(dotgit) else dotgit
+        head = read_regular(where, 1 << 20)  # git reads it whole: trailing blank lines too (twentieth red team)
     except OSError:
         return ""
     if not head.startswith(b"gitdir: "):
         return ""
-    target = os.fsdecode(head[len(b"gitdir: ") :].rstrip(b"\n"))
+    # as git reads it (setup.c): the line's ends stripped, \r too (`gitdir: <dir>\r` beside a link `<dir>\r` to the
+    # home made the next launch take the home for the git directory: twenty-first red team)
+    target = os.fsdecode(head[len(b"gitdir: ") :].rstrip(b"\r\n"))
     return os.path.realpath(os.path.join(root, target))

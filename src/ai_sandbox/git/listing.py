@@ -374,7 +374,9 @@ def index_entries(root: str, dirs: list[str], files: Sequence[str] = ()) -> list
     """(mode, object id, stage, path) of every index entry in these directories, and at these paths (relative,
     literal)."""
     args = ["ls-files", "-z", "--stage", "--", *(d + "/" for d in dirs), *files]
-    proc = _run(args, root, env={**os.environ, "GIT_LITERAL_PATHSPECS": "1"})
+    # QUICK: this runs as a session ends, before the user's prompt comes back under bwrap; a FIFO the session put in
+    # the git directory (or its config) would otherwise hold the terminal for TIMEOUT
+    proc = _run(args, root, env={**os.environ, "GIT_LITERAL_PATHSPECS": "1"}, timeout=QUICK)
     if proc.returncode != 0:
         raise _git_error(args, root, proc.stderr)
     out = []
@@ -396,7 +398,7 @@ def stashed_untracked(root: str, commit: str, dirs: list[str]) -> list[str] | No
     change what git walks (a session that dropped the third parent that way made a popped stash look like one
     without untracked files: nineteenth and twentieth red teams)."""
     env = {**os.environ, **_PLAIN}
-    raw = _run(["cat-file", "commit", commit], root, env=env)
+    raw = _run(["cat-file", "commit", commit], root, env=env, timeout=QUICK)
     if raw.returncode != 0:
         return None
     head = raw.stdout.split(b"\n\n", 1)[0].split(b"\n")
@@ -404,7 +406,7 @@ def stashed_untracked(root: str, commit: str, dirs: list[str]) -> list[str] | No
     if len(parents) < 3:  # HEAD, the index, the untracked files
         return []
     args = ["ls-tree", "-r", "-z", "--name-only", parents[2], "--", *(d + "/" for d in dirs)]
-    proc = _run(args, root, env=env)
+    proc = _run(args, root, env=env, timeout=QUICK)
     return _split_z(proc.stdout) if proc.returncode == 0 else None
 
 

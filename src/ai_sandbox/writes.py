@@ -107,6 +107,7 @@ def plan(
     modules: Iterable[str] = (),
     exists: Callable[[str], bool] = os.path.lexists,
     on_path: Callable[[str], bool] = lambda tool: False,
+    resolve: Callable[[str], str] = os.path.realpath,
 ) -> Writes:
     """The rules of one launch.
 
@@ -135,21 +136,28 @@ def plan(
     ]
     opened += [Place(g, True, "built-in: the project's git directory") for g in gits]
     make: list[str] = []
+    mine: list[tuple[str, str, bool]] = []  # (path, origin, made when missing) of the home's state and caches
     if home:
         for entry, origin in state:
             if not any(c in entry for c in "*?["):
-                path = expand(entry.rstrip("/"), home)
-                opened.append(Place(path, True, origin))
-                if entry.endswith("/") and below(path, home) and not exists(path):
-                    make.append(path)
+                mine.append((expand(entry.rstrip("/"), home), origin, entry.endswith("/")))
         for entry, tool in TOOL_CACHES:
             path = expand(entry, home)
-            if exists(path):
-                opened.append(Place(path, True, "built-in: build tools' cache"))
-            elif not tool or on_path(tool):
-                opened.append(Place(path, True, "built-in: build tools' cache"))
-                make.append(path)
-    opened += [Place(os.path.normpath(p), True, origin) for p, origin in writable]
+            if exists(path) or not tool or on_path(tool):
+                mine.append((path, "built-in: build tools' cache", True))
+    for path, origin, made in mine:
+        # never through a link: inside a writable place the agent could have put it (`~/.cache/claude ->
+        # ~/.local/bin`), and a session with containment off anywhere (`~/.npm -> ~/.local/bin`, `-> /etc`). A
+        # place that is a link stays read-only; `writable` names its target where you mean it.
+        if resolve(path) != path:
+            continue
+        opened.append(Place(path, True, origin))
+        if made and below(path, home) and not exists(path):
+            make.append(path)
+    for given, origin in writable:  # the user's own choice, wherever it leads; never a home or / whole
+        real = resolve(os.path.normpath(given))
+        if real != "/" and not any(inside(h, real) for h in homes):
+            opened.append(Place(real, True, origin))
     hooks = [os.path.join(g, "hooks") for g in gits] + [os.path.join(m, "hooks") for m in modules]
     protected = [Place(h, False, "built-in: runs later outside (git hooks)") for h in dict.fromkeys(hooks)]
     protected += [

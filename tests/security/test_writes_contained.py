@@ -226,3 +226,26 @@ def test_a_git_file_the_session_rewrites_never_opens_the_home_to_the_next_launch
     print(res.out, res.err)
     bashrc = ws.home / ".bashrc"
     assert not (ws.home / "x").exists() and not (bashrc.exists() and mark in bashrc.read_text(errors="replace"))
+
+
+@pytest.mark.parametrize("link", ["~/.cache/claude", "~/.npm"])
+def test_a_link_a_session_planted_never_opens_where_it_leads(ws, firejail, link):
+    """A place of the profile or the caches replaced by a link to ~/.local/bin (from inside ~/.cache, writable
+    while confined; or by a session with confine_writes off): the next confined launch must not bind where it
+    leads."""
+    bindir = ws.base / "bin"
+    bindir.mkdir()
+    (bindir / "npm").write_text("#!/bin/sh\n")
+    (bindir / "npm").chmod(0o755)
+    (ws.home / ".local" / "bin").mkdir(parents=True)
+    target = link.replace("~", "$HOME")
+    ws.run("--", "sh", "-c", f'mkdir -p $HOME/.cache && rm -rf "{target}" && ln -s "$HOME/.local/bin" "{target}"')
+    assert (ws.home / link[2:]).is_symlink()
+    _confine(ws)
+    mark = token("LINKED")
+    agent = bindir / "claude"
+    agent.write_text(f"#!/bin/sh\necho {mark} > {target}/git; true\n")
+    agent.chmod(0o755)
+    res = ws.run("claude", env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    print(res.out, res.err)
+    assert not (ws.home / ".local" / "bin" / "git").exists()

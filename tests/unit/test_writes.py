@@ -16,6 +16,7 @@ def _plan(**kw: object) -> writes.Writes:
         writable=[],
         exists=lambda p: not p.endswith((".npm", ".idea")),
         on_path=lambda tool: False,
+        resolve=lambda p: p,
     )
     args.update(kw)
     return writes.plan(**args)  # type: ignore[arg-type]
@@ -95,3 +96,22 @@ def test_a_git_directory_that_is_a_home_or_no_git_directory_is_never_writable():
         assert not w.writable("/home/u/.bashrc") and not w.writable("/etc/x")
     w = _plan(git_dirs=["/etc"], whole_system=True, exists=lambda p: not p.startswith("/etc/"))
     assert not w.writable("/etc/ld.so.preload")
+
+
+def test_a_cache_or_state_linked_out_of_the_home_is_not_opened():
+    """An unconfined session could plant `~/.npm -> /etc`: the next confined launch must not open /etc."""
+    links = {"/home/u/.npm": "/etc", "/home/u/.claude": "/home/u/dotfiles/claude", "/home/u/w": "/srv/w",
+             "/home/u/.cache/claude": "/home/u/.local/bin"}  # fmt: skip
+    w = _plan(
+        whole_system=True,
+        exists=lambda p: True,
+        resolve=lambda p: links.get(p, p),
+        writable=[("/home/u/w", "user config"), ("/home/u/all", "user config")],
+    )
+    assert not w.writable("/etc/ld.so.preload") and not w.writable("/home/u/.npm/x")
+    assert not w.writable("/home/u/dotfiles/claude/settings.json")  # never through a link: `writable` names it
+    assert w.writable("/srv/w/x")  # the user's own `writable`, wherever it leads
+    # a link inside a writable place (the agent could have made it) is never followed
+    w = _plan(whole_system=True, exists=lambda p: True, resolve=lambda p: links.get(p, p),
+              state=[("~/.cache/claude/", "profile claude")])  # fmt: skip
+    assert not w.writable("/home/u/.local/bin/git")

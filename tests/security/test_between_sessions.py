@@ -283,10 +283,7 @@ def test_untracked_files_a_stash_pop_restores_into_a_hidden_directory_are_named_
     the stash's commit with the command that restores them; run, the repository is the control's. (A read-only
     mask makes git refuse and keep the stash: the user pops it outside.)"""
     secret = token("STASHSECRET")
-    ws.write(".ai-sandbox.toml", 'block = ["secrets/"]\n')
-    ws.write("app.txt", "app\n")
-    ws.git("add", "-A")
-    ws.git("commit", "-qm", "app")
+    _committed(ws, {".ai-sandbox.toml": 'block = ["secrets/"]\n', "app.txt": "app\n"}, "app")
     ws.write("secrets/key.txt", secret + "\n")
     ws.write("secrets/notes.txt", "my notes\n")
     ws.git("stash", "push", "-q", "-u", "--", "secrets/notes.txt")
@@ -306,6 +303,14 @@ def test_untracked_files_a_stash_pop_restores_into_a_hidden_directory_are_named_
         _control(ws, ws.repo, "git stash pop -q")  # refused inside, kept: the user pops it outside
     assert _state(ws, ws.repo) == _state(ws, control)
     assert ws.git("stash", "list") == ws.git("stash", "list", cwd=control)
+
+
+def _committed(ws: Workspace, files: dict[str, str], message: str) -> None:
+    """Write files into the workspace's repository and commit them all."""
+    for name, content in files.items():
+        ws.write(name, content)
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", message)
 
 
 def _cache_repo(ws: Workspace, path: Path) -> None:
@@ -431,10 +436,7 @@ def test_a_reset_that_writes_into_a_directory_hidden_since_is_as_the_control(ws,
     if ws.backend == "firejail" and ws.unprivileged:
         request.applymarker(pytest.mark.xfail(strict=True, reason="known gap: git stops midway at a read-only mask"))
     secret = token("SVCSECRET")
-    ws.write(".gitignore", ".env\n")
-    ws.write("svc/app.py", "print(2)\n")
-    ws.git("add", "-A")
-    ws.git("commit", "-qm", "svc")
+    _committed(ws, {".gitignore": ".env\n", "svc/app.py": "print(2)\n"}, "svc")
     ws.write("svc/.env", secret + "\n")
     control = _copy(ws)
     first = "git rm -q --cached svc/app.py && echo svc/ >> .gitignore"
@@ -537,11 +539,11 @@ def test_a_filter_a_session_plants_never_runs_outside_when_the_marks_are_set_or_
     outside, as the user, and copied the hidden .env (9 of 10 runs). ai-sandbox's index writes now empty every
     filter driver git's config defines."""
     secret = token("FILTERSECRET")
-    ws.write(".gitignore", ".env\n")
-    ws.write(".ai-sandbox.toml", 'block = ["*.tfvars"]\n')
-    ws.write("prod.tfvars", "tf\n")
-    ws.git("add", "-A")
-    ws.git("commit", "-qm", "tracked and blocked")
+    _committed(
+        ws,
+        {".gitignore": ".env\n", ".ai-sandbox.toml": 'block = ["*.tfvars"]\n', "prod.tfvars": "tf\n"},
+        "tracked and blocked",
+    )
     ws.write(".env", secret + "\n")
     pwned = ws.base / "pwned"
     payload = ws.base / "payload.sh"
@@ -601,9 +603,7 @@ def test_a_project_root_swapped_for_a_link_gets_nothing_written_through_it(ws, f
     directory hidden in the project, then swaps the project root for a link to it just before it ends: restore
     followed the link, and git ran there. Now restore writes only into the root the launch looked at (its device
     and inode), opened without following a link."""
-    ws.write(".gitignore", ".env\nplanted/\n")
-    ws.git("add", "-A")
-    ws.git("commit", "-qm", "ignore planted/")
+    _committed(ws, {".gitignore": ".env\nplanted/\n"}, "ignore planted/")
     ws.write("planted/old.txt", "x\n")
     target = ws.home / "target"
     (target / "planted").mkdir(parents=True)
@@ -1153,11 +1153,8 @@ def test_a_mark_moved_onto_the_users_marked_path_is_told_apart_from_theirs(ws, f
     """d/conf.tfvars blocked (ai-sandbox's mark), e/conf.tfvars marked by the user; the session swaps their places
     with git mv. Old code judged by path: ai-sandbox's mark stayed for good where the user's had been (hiding the
     user's later edits from commit -a) and the user's own was cleared, silently. Now as the control run."""
-    for d, k in (("d", "d"), ("e", "e")):
-        ws.write(f"{d}/conf.tfvars", f'k = "{k}"\n')
-    ws.write(".ai-sandbox.toml", 'block = ["d/conf.tfvars"]\n')
-    ws.git("add", "-A")
-    ws.git("commit", "-qm", "two")
+    files = {f"{d}/conf.tfvars": f'k = "{d}"\n' for d in ("d", "e")}
+    _committed(ws, {**files, ".ai-sandbox.toml": 'block = ["d/conf.tfvars"]\n'}, "two")
     ws.git("update-index", "--skip-worktree", "e/conf.tfvars")
     control = _copy(ws)
     res = _session(ws, script)
@@ -1171,11 +1168,7 @@ def test_a_users_mark_that_cannot_be_told_from_ours_is_cleared_aloud(ws, firejai
     """s.tfvars blocked; d/u.txt marked by the user. The session untracks s.tfvars, gives d/u.txt another object
     and moves it: neither mark is found by its object, and the one new marked entry may be either. Clearing it is
     the side that shows (`git status`); leaving a mark of ours hides edits for good. Old code cleared it silently."""
-    ws.write("d/u.txt", "v1\n")
-    ws.write("s.tfvars", "k = 1\n")
-    ws.write(".ai-sandbox.toml", 'block = ["*.tfvars"]\n')
-    ws.git("add", "-A")
-    ws.git("commit", "-qm", "one")
+    _committed(ws, {"d/u.txt": "v1\n", "s.tfvars": "k = 1\n", ".ai-sandbox.toml": 'block = ["*.tfvars"]\n'}, "one")
     ws.write("d/u.txt", "v2\n")
     ws.git("commit", "-qam", "two")
     ws.git("update-index", "--skip-worktree", "d/u.txt")
@@ -1374,10 +1367,7 @@ def test_hidden_files_you_delete_while_a_session_runs_never_refuse_a_launch(ws, 
     and after it, until `accept`. Nothing is readable: launches run, and the secret that stays is still hidden."""
 
     secret = token("ENVSECRET")
-    ws.write(".gitignore", ".env*\nsecrets/\n")
-    ws.write("a", "x\n")
-    ws.git("add", "-A")
-    ws.git("commit", "-qm", "c")
+    _committed(ws, {".gitignore": ".env*\nsecrets/\n", "a": "x\n"}, "c")
     ws.write(".env", secret + "\n")
     ws.write(".env.old", "OLD\n")
     ws.write("secrets/key", "KEY\n")
@@ -1410,10 +1400,7 @@ def test_a_hidden_file_you_save_while_a_nested_clones_session_runs_never_refuses
     While that session runs its log says "any", and a launch of the project refuses (it cannot tell yet)."""
 
     secret = token("ENVSECRET")
-    ws.write(".gitignore", ".env\nsecrets/\n")
-    ws.write("a", "x\n")
-    ws.git("add", "-A")
-    ws.git("commit", "-qm", "c")
+    _committed(ws, {".gitignore": ".env\nsecrets/\n", "a": "x\n"}, "c")
     ws.write(".env", "OLD\n")
     ws.write("secrets/key", "OLD\n")
     lib = ws.repo / "lib"
@@ -1529,10 +1516,7 @@ def test_a_nested_clones_session_moving_a_hidden_files_directory_and_renaming_th
     and counted the file as found: it ran and showed z/readme.txt."""
     secret = token("R1SECRET")
     ws.config_file.write_text("confine_writes = false\n")  # the record holds without containment too
-    ws.write(".gitignore", ".env\n")
-    ws.write("a/x.txt", "x\n")
-    ws.git("add", "-A")
-    ws.git("commit", "-qm", "a")
+    _committed(ws, {".gitignore": ".env\n", "a/x.txt": "x\n"}, "a")
     ws.write("a/.env", secret + "\n")
     clone = ws.repo / "sub"
     _repo(ws, clone)
@@ -1551,10 +1535,7 @@ def test_a_branch_checked_out_over_a_hidden_file_of_yours_is_named(ws, firejail)
     could not replace the masked file (`unable to unlink`) but ended on feat: `git status` showed yours modified and
     `git commit -a` would commit your secret, with nothing said (the lines looked into hidden directories only)."""
     secret = token("ENVSECRET")
-    ws.write(".gitignore", ".env\n")
-    ws.write("app.txt", "app\n")
-    ws.git("add", "-A")
-    ws.git("commit", "-qm", "main")
+    _committed(ws, {".gitignore": ".env\n", "app.txt": "app\n"}, "main")
     ws.git("checkout", "-q", "-b", "feat")
     ws.write(".env", "SAMPLE=1\n")
     ws.git("add", "-f", ".env")

@@ -22,7 +22,6 @@ command that restores them.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import stat
 import sys
@@ -42,6 +41,7 @@ if TYPE_CHECKING:
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 SHOWN = 5  # paths named in the line; `git status` lists the rest
+HASH_LIMIT = 256 << 20  # a file of yours larger than this under a checked-out entry is taken as different
 MAX_FILES = 2_000  # hidden files looked up after the session (one git pathspec each)
 
 
@@ -97,23 +97,14 @@ def stash_log(root: str) -> str:
     return os.path.join(gitdir, "logs", "refs", "stash")
 
 
-STASH_LIMIT = 8 << 20  # a stash list line is ~150 bytes: 50,000 stashes
-
-
 def stashes(log: str, root: str) -> list[str]:
-    """The stashes at the launch, as commit ids: the stash list read as a file (one small read), as git reads it;
-    where something else stands there (a FIFO blocked the launch for ever; a list padded past STASH_LIMIT with lines
-    git skips was taken for no stash: nineteenth and twentieth red teams), git's own answer."""
-    from ai_sandbox.verify import read_regular
-
-    try:
-        if not log:
-            raise OSError("no git directory found")  # a `.git` read otherwise than git reads it: ask git
-        return _commits(read_regular(log, STASH_LIMIT))
-    except FileNotFoundError:
+    """The stashes at the launch, as commit ids: none where there is no stash list (one stat), otherwise git's own
+    answer. The file is the session's to write and git's reading of it has its own rules (a tab or a space, upper
+    or lower case ids, a zero timestamp, no refs/stash: a list read otherwise than git reads it missed a stash git
+    pops, or named one git does not have: nineteenth to twenty-second red teams)."""
+    if log and not os.path.lexists(log):
         return []  # no stash: git removes the list with the last one
-    except OSError:
-        return _listed(log, root) or []
+    return _listed(log, root) or []
 
 
 def _listed(log: str, root: str) -> list[str] | None:
@@ -132,18 +123,6 @@ def _listed(log: str, root: str) -> list[str] | None:
         return None
 
 
-# a reflog line as git reads it (refs/files-backend.c): old id, new id, who <email> when zone, then a tab and the
-# message; git skips any other line (a session's `junk <id> junk` named a popped stash as still there: twentieth)
-_ENTRY = re.compile(rb"(?:[0-9a-f]{40}|[0-9a-f]{64}) ([0-9a-f]{40}|[0-9a-f]{64}) [^\n]*> \d+ [+-]\d{4}(?:\t[^\n]*)?")
-
-
-def _commits(log: bytes) -> list[str]:
-    """The stash commits of a stash reflog: object ids only. The session can write the reflog, and git takes any
-    revision there: a ref named `$(…)` made the line's command run code when pasted, and one with terminal escapes
-    erased the lines before it (eighteenth red team)."""
-    return [m.group(1).decode("ascii") for line in log.split(b"\n") if (m := _ENTRY.fullmatch(line))]
-
-
 def after(root: str, seen: Snapshot, pending: list[Pending], stashed: Sequence[str] = (), log: str = "") -> None:
     """Name what git left missing in hidden directories, in one line on stderr each: tracked files, and untracked
     ones of a dropped stash (stashed: the stashes at the launch, log: the stash list's file). Never raises: this runs as the session ends (the
@@ -160,6 +139,12 @@ def after(root: str, seen: Snapshot, pending: list[Pending], stashed: Sequence[s
             return  # not the directory the launch looked at (swapped for a link or another directory)
         missing, over, conflicted = _missing(fd, pending)
         dropped = _dropped(fd, pending, stashed, log)
+    except Exception as e:  # never a traceback, never silence: this is the user's one chance to hear of it
+        _say(
+            f"ai-sandbox: what git left in hidden directories during the session could not be checked ({type(e).__name__}"
+            "); `git status` and `git stash list` show where your repository stands\n"
+        )
+        return
     finally:
         os.close(fd)
     where = shlex.quote(printable(root))
@@ -277,9 +262,12 @@ def _missing(root_fd: int, pending: list[Pending]) -> tuple[list[str], list[str]
 
 def _blob_id(fd: int, rel: str, width: int) -> str:
     """git's object id of the file at rel below fd, hashed here (no git: a filter a session configured would run),
-    never through a link; "" when it cannot be read."""
+    never through a link, read in pieces; "" when it cannot be read, "-" for a file past HASH_LIMIT (taken as
+    different: an index entry a session put over a large hidden file of yours crashed the end reading it whole,
+    twenty-second red team)."""
     import hashlib
 
+    algo = hashlib.sha256 if width == 64 else hashlib.sha1
     parts = rel.split("/")
     try:
         d = _open_dirs(fd, parts[:-1])
@@ -289,18 +277,21 @@ def _blob_id(fd: int, rel: str, width: int) -> str:
         st = os.stat(parts[-1], dir_fd=d, follow_symlinks=False)
         if stat.S_ISLNK(st.st_mode):
             data = os.fsencode(os.readlink(parts[-1], dir_fd=d))
-        elif stat.S_ISREG(st.st_mode):
-            f = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=d)
-            with os.fdopen(f, "rb") as fh:
-                data = fh.read()
-        else:
+            return algo(b"blob %d\0" % len(data) + data).hexdigest()
+        if not stat.S_ISREG(st.st_mode):
             return ""
+        if st.st_size > HASH_LIMIT:
+            return "-"
+        f = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=d)
+        with os.fdopen(f, "rb") as fh:
+            h = algo(b"blob %d\0" % os.fstat(fh.fileno()).st_size)
+            while chunk := fh.read(1 << 20):
+                h.update(chunk)
+        return h.hexdigest()
     except OSError:
         return ""
     finally:
         os.close(d)
-    algo = hashlib.sha256 if width == 64 else hashlib.sha1
-    return algo(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 def _there(fd: int, rel: str) -> bool:

@@ -1548,3 +1548,44 @@ def test_a_branch_checked_out_over_a_hidden_file_of_yours_is_named(ws, firejail)
     assert (ws.repo / ".env").read_text() == secret + "\n"  # yours stays on your disk
     (line,) = _said(res, ".env", "commit -a")
     assert secret not in line
+
+
+def test_a_stash_the_session_signed_never_runs_a_program_outside(ws, firejail):
+    """Twenty-second red team: session 1 stored a stash commit with a `gpgsig` header and set `log.showSignature`
+    and `gpg.program` to a script of its own; ai-sandbox's `git stash list` (a `git log -g`) outside the sandbox, at
+    session 2's end, checked the signature and ran the script, which copied a hidden file out. The stash list is
+    asked of plumbing that runs no program."""
+    ran = ws.base / "ran"
+    _cache_repo(ws, ws.repo)
+    ws.write("cache/keep", "ignored, so that cache/ is hidden\n")
+    plant = (
+        f"printf '#!/bin/sh\\ntouch {ran}\\nexit 1\\n' > .git/v.sh && chmod +x .git/v.sh && "
+        "T=$(git write-tree) && H=$(git rev-parse HEAD) && "
+        "C=$(printf 'tree %s\\nparent %s\\nauthor a <a@b> 1 +0000\\ncommitter a <a@b> 1 +0000\\n"
+        "gpgsig -----BEGIN PGP SIGNATURE-----\\n \\n AAAA\\n -----END PGP SIGNATURE-----\\n\\nwip\\n' $T $H "
+        "| git hash-object -t commit -w --stdin) && git stash store -m wip $C && "
+        'git config gpg.program "$PWD/.git/v.sh" && git config log.showSignature true && echo @@planted'
+    )
+    res = _session(ws, plant)
+    assert "@@planted" in res.out, res.err
+    sessions_ended(ws)
+    _session(ws, "true")  # a stash at the launch: its list is asked again at the end
+    sessions_ended(ws)
+    time.sleep(0.5)
+    assert not ran.exists(), "a program the session named ran outside the sandbox"
+
+
+def test_an_index_entry_over_a_large_hidden_file_is_named_without_reading_it_whole(ws, firejail):
+    """Twenty-second red team: the session put an index entry over the user's large hidden file; the end read the
+    file whole to hash it (a 30 GiB sparse one: MemoryError, a traceback under bwrap, silence under firejail). Past
+    HASH_LIMIT the file is taken as different and named."""
+    _cache_repo(ws, ws.repo)
+    big = ws.repo / "cache" / "big.bin"
+    big.parent.mkdir(exist_ok=True)
+    with open(big, "wb") as f:
+        f.truncate(300 << 20)  # sparse: no disk used
+    oid = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"  # the empty blob
+    res = _session(ws, f"git update-index --add --cacheinfo 100644,{oid},cache/big.bin && echo @@added")
+    assert "@@added" in res.out, res.err
+    assert "Traceback" not in res.err and "internal error" not in res.err, res.err
+    assert len(_said(res, "cache/big.bin", "over hidden files of yours")) == 1, res.err

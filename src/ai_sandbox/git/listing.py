@@ -6,6 +6,7 @@ never read as "nothing is ignored".
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import subprocess
 from collections.abc import Sequence
@@ -388,6 +389,7 @@ def index_entries(root: str, dirs: list[str], files: Sequence[str] = ()) -> list
     return out
 
 
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _PLAIN = {"GIT_LITERAL_PATHSPECS": "1", "GIT_NO_REPLACE_OBJECTS": "1", "GIT_GRAFT_FILE": os.devnull}
 
 
@@ -411,11 +413,16 @@ def stashed_untracked(root: str, commit: str, dirs: list[str]) -> list[str] | No
 
 
 def stash_ids(root: str) -> list[str] | None:
-    """The stashes git lists (`git stash list`), as object ids; None when git cannot say."""
-    proc = _run(["stash", "list", "--format=%H"], root, env={**os.environ, **_PLAIN}, timeout=QUICK)
+    """The stashes git lists, as object ids, asked of plumbing: `git stash list` is `git log -g`, which checks a
+    signed commit's signature with the program the repository's config names (`log.showSignature`, `gpg.program`:
+    a session's stash ran its script outside the sandbox that way, twenty-second red team). None when git cannot
+    say (no stash: git removed refs/stash with the last one)."""
+    args = ["rev-list", "--walk-reflogs", "refs/stash", "--"]
+    proc = _run(args, root, env={**os.environ, **_PLAIN}, timeout=QUICK)
     if proc.returncode != 0:
         return None
-    return [ln for ln in proc.stdout.decode("ascii", "replace").split("\n") if ln]
+    # object ids only: they go into a line the user may paste (eighteenth red team)
+    return [ln for ln in proc.stdout.decode("ascii", "replace").split("\n") if _OBJECT_ID.fullmatch(ln)]
 
 
 def indexed_blob(root: str, rel: str) -> bytes | None:

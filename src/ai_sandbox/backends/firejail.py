@@ -69,6 +69,7 @@ def refused_user(users_file: str, uid: int | None = None) -> UnavailableError | 
     )
 
 
+RUN_MNT = "/run/firejail/mnt"  # firejail's own state in the sandbox
 _GLOB = re.compile(r"[*?\[\]]")
 _PRIVATE = ("/proc", "/dev", "/sys", "/run/firejail")  # firejail's own, or read-only by its own rules
 
@@ -275,6 +276,9 @@ class Firejail:
                 out.append(b"read-only " + p)
                 if path == "/":
                     out += [b"read-only " + os.fsencode(m) for m in _other_writable_mounts(policy)]
+                    # firejail writes its own state there after these lines (0.9.74: "cannot save umask", exit 1,
+                    # on Debian 13), and 0.9.72 mounts it later: writable, as firejail leaves it
+                    out.append(b"read-write " + RUN_MNT.encode())
             elif kind == "rw":
                 out.append(b"read-write " + p)
             else:

@@ -92,7 +92,8 @@ def test_a_session_launched_from_the_home_itself_cannot_unrecord_a_global_block(
     secret = token("AWSSECRET")
     (ws.home / ".aws").mkdir()
     (ws.home / ".aws" / "credentials").write_text(secret + "\n")
-    ws.config_file.write_text('block = ["~/.aws/credentials"]\n')
+    # warn: the watcher would end the session for the hidden file it replaces, racing the shell (stock Debian 13)
+    ws.config_file.write_text('block = ["~/.aws/credentials"]\non_hidden_change = "warn"\n')
     _show(ws.run("--", "true"))
     decoy = "mkdir ~/.aws && echo decoy > ~/.aws/credentials"
     res = ws.run("--", "sh", "-c", f"cat ~/.aws/credentials; {MOVES_IN_HOME[move]} && {decoy}", cwd=ws.home)
@@ -1560,9 +1561,10 @@ def test_a_stash_the_session_signed_never_runs_a_program_outside(ws, firejail):
     ws.write("cache/keep", "ignored, so that cache/ is hidden\n")
     plant = (
         f"printf '#!/bin/sh\\ntouch {ran}\\nexit 1\\n' > .git/v.sh && chmod +x .git/v.sh && "
-        "T=$(git write-tree) && H=$(git rev-parse HEAD) && "
-        "C=$(printf 'tree %s\\nparent %s\\nauthor a <a@b> 1 +0000\\ncommitter a <a@b> 1 +0000\\n"
-        "gpgsig -----BEGIN PGP SIGNATURE-----\\n \\n AAAA\\n -----END PGP SIGNATURE-----\\n\\nwip\\n' $T $H "
+        "T=$(git write-tree) && H=$(git rev-parse HEAD) && I=$(git -c user.name=a -c user.email=a@b commit-tree $T -p $H -m index) && "
+        # two parents: git 2.47's `stash store` takes only a stash-like commit
+        "C=$(printf 'tree %s\\nparent %s\\nparent %s\\nauthor a <a@b> 1 +0000\\ncommitter a <a@b> 1 +0000\\n"
+        "gpgsig -----BEGIN PGP SIGNATURE-----\\n \\n AAAA\\n -----END PGP SIGNATURE-----\\n\\nwip\\n' $T $H $I "
         "| git hash-object -t commit -w --stdin) && git stash store -m wip $C && "
         'git config gpg.program "$PWD/.git/v.sh" && git config log.showSignature true && echo @@planted'
     )

@@ -494,7 +494,7 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
 
 # What each sandbox mounts writable of its own, under a read-only host: its /proc, its /dev (and /dev/shm),
 # firejail's own state and /var/tmp (always private), bwrap's none beyond those
-_OWN_WRITABLE = ("/proc", "/dev", "/run/firejail", "/run/lock", "/var/tmp", "/var/lib/sudo")  # 0.9.74: its tmpfs
+_OWN_WRITABLE = ("/proc", "/dev", "/run/firejail", "/run/lock", "/var/tmp", "/var/lib/sudo", "/etc/hostname")  # 0.9.74
 
 
 def _unescape(field: bytes) -> str:

@@ -464,7 +464,7 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
                 )
         elif kind == "X":
             if rw_mounts is None:
-                rw_mounts = _writable_mounts()
+                rw_mounts = writable_mounts()
             why = _not_read_only(rest, records, rw_mounts) if rest not in checked_x else None
             checked_x.add(rest)
             if why is not None:
@@ -512,8 +512,8 @@ def _unescape(field: bytes) -> str:
     return os.fsdecode(field)
 
 
-def _writable_mounts() -> list[str]:
-    """The mount points of every writable mount here."""
+def writable_mounts() -> list[str]:
+    """The mount points of every writable mount here (the launch check; firejail's plan reads the host's)."""
     with open("/proc/self/mountinfo", "rb") as f:
         lines = f.read().split(b"\n")
     return [_unescape(fields[4]) for line in lines if len(fields := line.split(b" ", 6)) > 5 and fields[5][:2] == b"rw"]

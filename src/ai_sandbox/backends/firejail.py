@@ -78,19 +78,14 @@ def _other_writable_mounts(policy: Policy) -> list[str]:
     """The host's writable mounts a `read-only /` leaves writable: firejail's recursive remount skips some
     (measured: a shared bind at /run/netns stayed writable), so each gets a line of its own. Only where
     write containment makes the whole system read-only (root)."""
-    from ai_sandbox.verify import _unescape
+    from ai_sandbox.verify import writable_mounts
 
     try:
-        with open("/proc/self/mountinfo", "rb") as f:
-            lines = f.read().split(b"\n")
+        points = writable_mounts()
     except OSError:
         return []
     out = []
-    for line in lines:
-        fields = line.split(b" ", 6)
-        if len(fields) < 6 or fields[5][:2] != b"rw":
-            continue
-        point = _unescape(fields[4])
+    for point in points:
         if point == "/" or any(point == d or below(point, d) for d in _PRIVATE):
             continue
         if policy.writes.writable(point) or _SUSPECT.search(point):

@@ -465,6 +465,8 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
         elif kind == "X":
             if rw_mounts is None:
                 rw_mounts = writable_mounts()
+                if backend == "firejail":
+                    rw_mounts = _shared(rw_mounts)
             why = _not_read_only(rest, records, rw_mounts) if rest not in checked_x else None
             checked_x.add(rest)
             if why is not None:
@@ -493,8 +495,31 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
 
 
 # What each sandbox mounts writable of its own, under a read-only host: its /proc, its /dev (and /dev/shm),
-# firejail's own state and /var/tmp (always private), bwrap's none beyond those
-_OWN_WRITABLE = ("/proc", "/dev", "/run/firejail", "/run/lock", "/var/tmp", "/var/lib/sudo", "/etc/hostname")  # 0.9.74
+# firejail's own state and its private tmpfs on /var/tmp (and, 0.9.74 as root, on /var/lib/sudo); bwrap's none
+# beyond those
+_OWN_WRITABLE = ("/proc", "/dev", "/run/firejail", "/run/lock", "/var/tmp", "/var/lib/sudo")
+_FIREJAIL_MNT = "/run/firejail/mnt"
+
+
+def _shared(points: list[str]) -> list[str]:
+    """The writable mounts that reach a file system outside: firejail 0.9.74 binds files of its own private
+    tmpfs (its /run/firejail/mnt, made after its unshare, so no host file can be on it) over /etc/hostname and
+    /etc/hosts, as root, writable and after the profile's read-only rules; writes there end with the session."""
+    try:
+        own = os.stat(_FIREJAIL_MNT).st_dev
+        if own == os.stat(os.path.dirname(_FIREJAIL_MNT)).st_dev:
+            return points  # not firejail's tmpfs (not a mount point): nothing is its own
+    except OSError:
+        return points
+    kept = []
+    for point in points:
+        try:
+            if os.stat(point).st_dev == own:
+                continue
+        except OSError:
+            pass
+        kept.append(point)
+    return kept
 
 
 def _unescape(field: bytes) -> str:

@@ -12,7 +12,21 @@ import signal
 import sys
 from collections.abc import Callable, Mapping
 
-from ai_sandbox import config, fs, git, history, idents, layers, nested, paths, profiles, skipworktree, state, writes
+from ai_sandbox import (
+    config,
+    fs,
+    git,
+    gitsettings,
+    history,
+    idents,
+    layers,
+    nested,
+    paths,
+    profiles,
+    skipworktree,
+    state,
+    writes,
+)
 from ai_sandbox.backends.choose import select
 from ai_sandbox.backends.plan import LaunchPlan, Settings
 from ai_sandbox.errors import NotFoundError, UnavailableError
@@ -357,7 +371,7 @@ def run(req: Request) -> int:
     # The watcher first: a closed terminal's SIGHUP between setting the marks and forking it would leave them
     # set with nobody to clear them (the watcher ignores it and clears them once this process is gone).
     ended = None
-    if prepared.policy.masks or needs or rec.guarded:
+    if prepared.policy.masks or needs or rec.guarded or end is not None:
         from ai_sandbox import watch
 
         ended = watch.start(
@@ -387,7 +401,8 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
     policy, env, marks, trees, seen = prepared.policy, prepared.env, prepared.marks, prepared.trees, prepared.seen
     dirs = policy.in_git and any(m.is_dir for m in policy.masks)
     files = policy.in_git and not all(m.is_dir for m in policy.masks)  # a branch may track one (unwritten.py)
-    if not (marks.needs or dirs or files):
+    settings = gitsettings.take(policy.root) if policy.in_git else None
+    if not (marks.needs or dirs or files or settings):
         return None
 
     held = skipworktree.Held(marks.needs) if marks.needs else None
@@ -400,6 +415,8 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
         stashed = unwritten.stashes(log, policy.root)  # for the session's end
 
     def end(pid: int) -> None:
+        if settings is not None:  # first: ai-sandbox's own git calls below read these files
+            gitsettings.say(settings, pid)
         if marks.needs:
             skipworktree.release(env, policy.root, pid, held)
         if dirs or files:

@@ -1,0 +1,339 @@
+"""The repository's git settings that would run a program in the user's own git later, outside the sandbox: put
+back as they were at the launch once the session ends, and named in one line.
+
+The git directory stays writable inside: git writes its config in ordinary work (`git remote add`, `push -u`,
+`branch --set-upstream-to`, `git config user.email`), so a read-only one breaks them (EBUSY, measured). But a key
+such as `core.fsmonitor` runs a program on the user's next `git status`, `alias.x = !cmd` when they type it,
+`include.path` pulls either from any file (issue 27's table: written inside, run outside). git has no list of
+"safe" keys, and its list of keys that run something grows with each release (`gc.recentObjectsHook` in 2.42,
+`sendemail.headerCmd` in 2.47): so the rule is the other way round. The keys git itself writes in ordinary work
+(SAFE) may change; every other key the session added, changed or removed goes back to what it was at the launch.
+
+Looked at: the config files git reads for this checkout (the common `config`, `config.worktree` of each
+worktree, each submodule's git directory), the files they include at the launch (an include into the work tree
+is writable inside), and the pointer files that pick the git directory (a linked worktree's `.git` file and its
+`commondir`). A file the session replaced by something that is not a regular file, made unreadable to git or
+larger than LIMIT is put back whole, the session's one moved aside beside it. Nothing is read through a link the
+session made, nor written through one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+
+from ai_sandbox.fs import printable
+from ai_sandbox.records import record
+
+LIMIT = 1 << 20  # a config file larger than this is not parsed: put back whole
+MAX_FILES = 64  # files looked at (a repository with more submodules: the first ones)
+_INCLUDE_DEPTH = 10  # git's own limit on nested includes
+
+# The keys git writes in ordinary work, none of which runs a program or names a file git reads as config (the
+# section and the key's name lower-cased, as `git config --list` prints them; a subsection as written)
+SAFE = re.compile(
+    r"core\.(repositoryformatversion|filemode|bare|logallrefupdates|symlinks|ignorecase|precomposeunicode"
+    r"|sparsecheckout|sparsecheckoutcone|autocrlf|eol|safecrlf)"
+    r"|remote\..+\.(url|pushurl|fetch|push|tagopt|mirror|prune|prunetags|promisor|partialclonefilter"
+    r"|skipdefaultupdate|skipfetchall)"
+    r"|branch\..+\.(remote|merge|rebase|pushremote|description)"
+    r"|(user|author|committer)\.(name|email)"
+    r"|submodule\..+\.(url|active|branch|ignore|shallow|fetchrecursesubmodules)"
+    r"|extensions\.[^.]+"
+    r"|lfs\.repositoryformatversion|lfs\..+\.access",
+    re.DOTALL,
+)
+
+Entries = list[tuple[str, str | None]]  # (key, value) as git lists them; None: a key without `=` (true)
+
+
+def put_back(old: Entries, new: Entries) -> dict[str, list[str | None]]:
+    """The keys, not SAFE, that hold a value now the launch did not see, each with what it keeps: its values the
+    launch saw too. Nothing is ever added back: a removed value stays removed (a session may delete, as it may
+    delete a file), and a launch's look may hold what another session running meanwhile planted."""
+    out: dict[str, list[str | None]] = {}
+    for key in dict.fromkeys(k for k, _ in new):
+        if SAFE.fullmatch(key):
+            continue
+        before = [v for k, v in old if k == key]
+        now = [v for k, v in new if k == key]
+        keep = []
+        for v in now:
+            if v in before:
+                before.remove(v)
+                keep.append(v)
+        if len(keep) != len(now):
+            out[key] = keep
+    return out
+
+
+@record
+class Guarded:
+    """One file git reads for this checkout, as the launch found it."""
+
+    path: str  # the path git opens
+    link: str | None  # a link of the user's there at the launch: its target; None: a file or nothing
+    data: bytes | None  # what git read through it at the launch; None: nothing there (or not a regular file)
+    config: bool  # a config file (its keys compared); else a pointer file (its bytes)
+    where: str = ""  # its directory as the launch reached it (realpath); "": the path's own directory
+
+
+@record
+class Settings:
+    """What the session's end compares with."""
+
+    files: list[Guarded]
+    common: str  # the git common directory: its submodules and worktrees are looked for again at the end
+
+
+def take(root: str) -> Settings | None:
+    """The launch's look at the checkout's git settings files. None outside git or when there is none."""
+    from ai_sandbox.git import git_dir_of
+
+    own = git_dir_of(root)
+    if not own:
+        return None
+    common = _common_dir(own)
+    files: list[Guarded] = []
+    dotgit = os.path.join(root, ".git")
+    if not os.path.isdir(dotgit):
+        files.append(_look(dotgit, config=False))
+    if own != common:
+        files.append(_look(os.path.join(own, "commondir"), config=False))
+    for path in _config_paths(common, own):
+        files.append(_look(path, config=True))
+    for g in list(files):
+        if g.config and g.data and b"include" in g.data.lower():
+            _add_includes(files, g, 0)
+    return Settings(files[:MAX_FILES], common)
+
+
+def restore(settings: Settings, pid: int) -> str | None:
+    """Put back what the session changed that it may not (the module's docstring); the one line that says so,
+    or None. Never raises: it runs as the session ends (the watcher, or the launch under a supervised backend)."""
+    try:
+        done: list[str] = []
+        failed: list[str] = []
+        known = {g.path for g in settings.files}
+        # made by the session: a submodule's or a worktree's git directory, with a config of its own
+        late = [Guarded(p, None, None, True) for p in _config_paths(settings.common, "") if p not in known]
+        for g in [*settings.files, *late][: MAX_FILES * 2]:
+            try:
+                done += _restore_one(g, pid, settings.common)
+            except OSError as e:
+                failed.append(f"{printable(g.path)} ({e.strerror or e})")
+    except Exception as e:  # never a traceback: this is the user's one chance to hear of it
+        return f"the repository's git settings could not be checked after the session ({type(e).__name__})"
+    if not done and not failed:
+        return None
+    parts = []
+    if done:
+        parts.append(
+            "the session changed git settings that could run a program in your own git later, undone: "
+            f"{', '.join(done[:8])}{' …' if len(done) > 8 else ''}; set them outside the sandbox if you meant them"
+        )
+    if failed:
+        parts.append(f"could not put back {', '.join(failed[:3])}: check these git settings files before you use git")
+    return "; ".join(parts)
+
+
+def say(settings: Settings, pid: int) -> None:
+    line = restore(settings, pid)
+    if line:
+        try:
+            sys.stderr.write(f"ai-sandbox: warning: {line}\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _common_dir(own: str) -> str:
+    """git's common directory for the git directory own: `commondir` names it in a linked worktree's."""
+    from ai_sandbox.verify import read_regular
+
+    try:
+        rel = read_regular(os.path.join(own, "commondir"), 4096).rstrip(b"\r\n")
+    except OSError:
+        return own
+    return os.path.realpath(os.path.join(own, os.fsdecode(rel))) if rel else own
+
+
+def _config_paths(common: str, own: str) -> list[str]:
+    """The config files git may read for a checkout of the repository (present or not)."""
+    out = [os.path.join(common, "config"), os.path.join(common, "config.worktree")]
+    if own and own != common:
+        out.append(os.path.join(own, "config.worktree"))
+    for d in _subdirs(os.path.join(common, "worktrees")):
+        out.append(os.path.join(d, "config.worktree"))
+    for m in _modules(os.path.join(common, "modules"), 0):
+        out += [os.path.join(m, "config"), os.path.join(m, "config.worktree")]
+    return list(dict.fromkeys(out))[:MAX_FILES]
+
+
+def _subdirs(base: str) -> list[str]:
+    try:
+        return sorted(e.path for e in os.scandir(base) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
+
+
+def _modules(base: str, depth: int) -> list[str]:
+    """Submodules' git directories under modules/ (a name may hold slashes; nested ones have modules/ too)."""
+    out = []
+    for d in _subdirs(base):
+        if os.path.lexists(os.path.join(d, "HEAD")):
+            out.append(d)
+            if depth < 4:
+                out += _modules(os.path.join(d, "modules"), depth + 1)
+        elif depth < 4:
+            out += _modules(d, depth + 1)
+    return out
+
+
+def _read(path: str) -> tuple[str | None, bytes | None]:
+    """(link target, bytes git reads there): never blocking on a FIFO, None for what is not a regular file."""
+    from ai_sandbox.verify import read_regular
+
+    try:
+        link = os.readlink(path)
+    except OSError:
+        link = None
+    try:
+        return link, read_regular(os.path.realpath(path) if link is not None else path, LIMIT)
+    except OSError:
+        return link, None
+
+
+def _look(path: str, config: bool) -> Guarded:
+    link, data = _read(path)
+    return Guarded(path, link, data, config, os.path.realpath(os.path.dirname(path)))
+
+
+def _add_includes(files: list[Guarded], g: Guarded, depth: int) -> None:
+    """The files g includes (`include.path`, `includeIf.*.path`), as git resolves them: `~/` from the home, a
+    relative path from g's directory."""
+    if depth >= _INCLUDE_DEPTH or len(files) >= MAX_FILES or g.data is None:
+        return
+    entries = _entries(g.data)
+    for key, value in entries or []:
+        if value is None or not (key == "include.path" or (key.startswith("includeif.") and key.endswith(".path"))):
+            continue
+        target = os.path.expanduser(value) if value.startswith("~/") else value
+        base = os.path.dirname(os.path.realpath(g.path) if g.link is not None else g.path)
+        target = os.path.join(base, target)
+        if any(f.path == target for f in files):
+            continue
+        inc = _look(target, config=True)
+        files.append(inc)
+        _add_includes(files, inc, depth + 1)
+
+
+def _entries(data: bytes) -> Entries | None:
+    """The (key, value) list git reads in data; None when git cannot read it."""
+    import tempfile
+
+    from ai_sandbox.git import QUICK
+    from ai_sandbox.git.run import _run
+
+    with tempfile.TemporaryDirectory(prefix="ai-sandbox-cfg-") as d:
+        path = os.path.join(d, "config")
+        with open(path, "wb") as f:
+            f.write(data)
+        proc = _run(["config", "--file", path, "--null", "--list"], d, timeout=QUICK)
+    if proc.returncode != 0:
+        return None
+    out: Entries = []
+    for item in proc.stdout.split(b"\0")[:-1]:
+        key, nl, value = item.partition(b"\n")
+        out.append((os.fsdecode(key), os.fsdecode(value) if nl else None))
+    return out
+
+
+def _fixed(data: bytes, keys: dict[str, list[str | None]]) -> bytes | None:
+    """data with each key holding only the values it keeps (git's own writer); None when git refuses."""
+    import tempfile
+
+    from ai_sandbox.git import QUICK
+    from ai_sandbox.git.run import _run
+
+    with tempfile.TemporaryDirectory(prefix="ai-sandbox-cfg-") as d:
+        path = os.path.join(d, "config")
+        with open(path, "wb") as f:
+            f.write(data)
+        for key, keep in keys.items():
+            if _run(["config", "--file", path, "--unset-all", key], d, timeout=QUICK).returncode not in (0, 5):
+                return None
+            for v in keep:
+                if _run(["config", "--file", path, "--add", key, "true" if v is None else v], d,
+                        timeout=QUICK).returncode != 0:  # fmt: skip
+                    return None
+        with open(path, "rb") as f:
+            return f.read()
+
+
+def _restore_one(g: Guarded, pid: int, common: str) -> list[str]:
+    """Put g back where the session changed it; the names of what was put back ([] when nothing was)."""
+    if os.path.realpath(os.path.dirname(g.path)) != (g.where or os.path.dirname(g.path)):
+        # a directory on the way was swapped for a link (`mv .git x; ln -s ~/.ssh .git`): not followed
+        raise OSError(0, "a directory on its path was replaced during the session")
+    link, data = _read(g.path)
+    if link == g.link and data == g.data:
+        return []
+    if link != g.link or not g.config or data is None:
+        return [_whole(g, pid)]  # a link made, changed or removed; a pointer file; not a regular file
+    old = _entries(g.data) if g.data is not None else []
+    new = _entries(data)
+    if old is None:
+        return []  # git could not read it at the launch either: nothing of it ran then, nothing was added to it
+    if new is None:
+        return [_whole(g, pid)]  # git cannot read the session's
+    keys = put_back(old, new)
+    if not keys:
+        return []
+    fixed = _fixed(data, keys)
+    if fixed is None:
+        return [_whole(g, pid)]
+    _write(os.path.realpath(g.path) if g.link is not None else g.path, fixed)
+    where = os.path.relpath(g.path, common) if g.path.startswith(common + os.sep) else g.path
+    out = []
+    for k in keys:
+        was = [v for key, v in old if key == k]
+        said = printable(k) + ("" if where == "config" else f" in {printable(where)}")
+        out.append(f"{said} (it was {printable(str(was[-1]))!r})" if was else said)
+    return out
+
+
+def _whole(g: Guarded, pid: int) -> str:
+    """Put g back as the launch found it; what the session left there is moved aside (never read nor deleted):
+    the line's words for it."""
+    aside = ""
+    if os.path.lexists(g.path):
+        aside = f"{g.path}.ai-sandbox-{pid}-{os.urandom(4).hex()}"  # a name no session can foresee
+        os.rename(g.path, aside)
+    if g.link is not None:
+        os.symlink(g.link, g.path)
+    elif g.data is not None:
+        _write(g.path, g.data)
+    put = "as the launch found it" if g.link is not None or g.data is not None else "removed: the launch found none"
+    return f"{printable(g.path)} ({put}{f'; the session’s is {printable(os.path.basename(aside))}' if aside else ''})"
+
+
+def _write(path: str, data: bytes) -> None:
+    """Replace path with data (a new file renamed over it: never through a link the session put there)."""
+    tmp = f"{path}.ai-sandbox-tmp"
+    try:
+        mode = os.lstat(path).st_mode & 0o777 if os.path.isfile(path) and not os.path.islink(path) else 0o644
+    except OSError:
+        mode = 0o644
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    os.rename(tmp, path)

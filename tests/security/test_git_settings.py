@@ -1,0 +1,141 @@
+"""A session cannot leave git settings that run a program in the user's own git later, outside the sandbox
+(issue 27, item 2): `core.fsmonitor` runs on the user's next `git status`, `alias.x = !cmd` when they type it,
+an `include.path` pulls any of them from a file the session wrote. What git writes in ordinary work (a remote, an
+upstream, `user.email`) stays; everything else the session changed in the repository's config files is put back
+as it was at the launch, and one line after the session says what. On the real sandbox, as root and as a user, on
+firejail and bwrap, with the default settings: the git directory is writable inside, so this is the defence.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import (
+    BACKENDS,  # noqa: F401  (the module runs once per backend: conftest)
+    Workspace,
+    sessions_ended,
+    token,
+)
+
+pytestmark = pytest.mark.sandbox
+
+
+def _outside_git(ws: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
+    """The user's own git after the session: their HOME, no -c of the suite's, the repository's config."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(HOME=str(ws.home), GIT_CONFIG_NOSYSTEM="1", GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid")
+    env.update(GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid")
+    return subprocess.run(
+        ["git", "-c", "safe.directory=*", *args], cwd=ws.repo, env=env, capture_output=True, text=True
+    )
+
+
+def _config(ws: Workspace, *args: str, where: str = ".git/config") -> str:
+    return subprocess.run(
+        ["git", "config", "--file", str(ws.repo / where), *args], capture_output=True, text=True, check=False
+    ).stdout
+
+
+def _repo(ws: Workspace) -> Path:
+    ws.git("init", "-q")
+    ws.write("a.txt", "a\n")
+    ws.git("add", "a.txt")
+    ws.git("commit", "-qm", "init")
+    marker = ws.base / "ran"
+    ws.write("evil.sh", f"#!/bin/sh\necho ran >> {marker}\n")
+    os.chmod(ws.repo / "evil.sh", 0o755)
+    return marker
+
+
+def test_settings_that_run_programs_do_not_outlive_the_session(ws):
+    marker = _repo(ws)
+    evil = ws.repo / "evil.sh"
+    included = ws.base / "included.cfg"
+    script = (
+        f"git config core.fsmonitor {evil} && git config alias.st '!{evil}' && git config core.pager {evil} && "
+        f"git config credential.helper '!{evil}' && git config core.hooksPath /tmp && "
+        f"printf '[core]\\n\\tfsmonitor = {evil}\\n' > {included} && git config include.path {included} && "
+        f"git config 'includeIf.onbranch:*.path' {included} && "
+        # ordinary work: kept
+        "git remote add origin https://example.invalid/r.git && git config user.email agent@example.invalid && "
+        "git config branch.master.remote origin && echo @@set"
+    )
+    res = ws.run("--", "sh", "-c", script)
+    sessions_ended(ws)
+    assert res.rc == 0 and "@@set" in res.out, res.err
+    for key in ("core.fsmonitor", "alias.st", "core.pager", "credential.helper", "core.hooksPath", "include.path"):
+        assert _config(ws, "--get-all", key) == "", f"{key} outlived the session"
+    assert _config(ws, "--get-regexp", "^includeif") == ""
+    assert _config(ws, "remote.origin.url").strip() == "https://example.invalid/r.git"
+    assert _config(ws, "user.email").strip() == "agent@example.invalid"
+    assert _config(ws, "branch.master.remote").strip() == "origin"
+    # the user's own git afterwards, outside: nothing of the session's runs
+    ws.write("a.txt", "b\n")
+    assert _outside_git(ws, "status", "--short").returncode == 0
+    assert not marker.exists(), "the user's git ran a program a session configured"
+    lines = [ln for ln in res.err.splitlines() if "git settings" in ln]
+    assert len(lines) == 1, res.err  # one line, once (under bwrap the launch and the watcher both end a session)
+    assert "core.fsmonitor" in lines[0] and "alias.st" in lines[0] and "include.path" in lines[0], lines[0]
+
+
+def test_a_setting_of_yours_the_session_changed_goes_and_the_line_says_what_it_was(ws):
+    """The session's value goes; the user's is named, never written back (a launch's look may hold what another
+    session running meanwhile planted). One the session removed stays removed, as a deleted file does."""
+    _repo(ws)
+    ws.git("config", "core.pager", "less -R")
+    ws.git("config", "alias.lg", "log --oneline")
+    evil = ws.repo / "evil.sh"
+    res = ws.run("--", "sh", "-c", f"git config core.pager {evil} && git config --unset alias.lg && echo @@done")
+    sessions_ended(ws)
+    assert res.rc == 0 and "@@done" in res.out, res.err
+    assert _config(ws, "--get-all", "core.pager") == ""
+    assert _config(ws, "--get-all", "alias.lg") == ""
+    lines = [ln for ln in res.err.splitlines() if "git settings" in ln]
+    assert len(lines) == 1 and "core.pager (it was 'less -R')" in lines[0], res.err
+
+
+def test_a_config_file_the_session_replaced_or_added_is_put_back(ws):
+    """A link in place of .git/config (git follows it) and a config.worktree the session turned on: back as they
+    were, the file the link named untouched."""
+    marker = _repo(ws)
+    evil = ws.repo / "evil.sh"
+    before = (ws.repo / ".git" / "config").read_bytes()
+    planted = ws.base / "planted.cfg"
+    script = (
+        f"git config core.repositoryformatversion 1 && git config extensions.worktreeConfig true && "
+        f"git config --worktree core.fsmonitor {evil} && "
+        f"cp .git/config {planted} && printf '[alias]\\n\\tx = !{evil}\\n' >> {planted} && "
+        f"mv .git/config .git/config.old && ln -s {planted} .git/config && echo @@done"
+    )
+    res = ws.run("--", "sh", "-c", script)
+    sessions_ended(ws)
+    assert res.rc == 0 and "@@done" in res.out, res.err
+    cfg = ws.repo / ".git" / "config"
+    assert not cfg.is_symlink() and cfg.read_bytes() == before
+    assert _config(ws, "--get-all", "core.fsmonitor", where=".git/config.worktree") == ""
+    assert b"alias" in planted.read_bytes()  # the file the link named is not the repository's: left alone
+    ws.write("a.txt", "b\n")
+    _outside_git(ws, "status", "--short")
+    assert not marker.exists(), "the user's git ran a program a session configured"
+    assert any("git settings" in ln for ln in res.err.splitlines()), res.err
+
+
+def test_a_file_your_config_includes_is_checked_too(ws):
+    """An include of the user's into the work tree (writable inside): the session's key there goes too."""
+    marker = _repo(ws)
+    evil = ws.repo / "evil.sh"
+    ws.write("shared.gitconfig", "[user]\n\tname = t\n")
+    ws.git("config", "include.path", "../shared.gitconfig")
+    mark = token("INC")
+    res = ws.run("--", "sh", "-c", f"printf '[core]\\n\\tfsmonitor = {evil}\\n' >> shared.gitconfig && echo {mark}")
+    sessions_ended(ws)
+    assert res.rc == 0 and mark in res.out, res.err
+    assert _config(ws, "--get-all", "core.fsmonitor", where="shared.gitconfig") == ""
+    assert _config(ws, "user.name", where="shared.gitconfig").strip() == "t"
+    ws.write("a.txt", "b\n")
+    _outside_git(ws, "status", "--short")
+    assert not marker.exists(), "the user's git ran a program a session configured"

@@ -1,0 +1,56 @@
+"""Which git settings a session may change (gitsettings.py): the keys git writes in ordinary work, and none
+that runs a program or pulls config from a file."""
+
+from __future__ import annotations
+
+import pytest
+
+from ai_sandbox.gitsettings import SAFE, put_back
+
+# git's keys that run a program, or redirect what git reads or runs (Documentation/config/*.txt, 2.39-2.47)
+RUN = [
+    "core.fsmonitor", "core.hookspath", "core.pager", "pager.log", "core.editor", "sequence.editor",
+    "core.sshcommand", "core.gitproxy", "core.askpass", "core.worktree", "core.alternaterefscommand",
+    "credential.helper", "credential.https://example.com.helper", "diff.external", "interactive.difffilter",
+    "remote.origin.uploadpack", "remote.origin.receivepack", "remote.origin.vcs", "protocol.ext.allow",
+    "url.ext::sh -c x #.insteadof", "url.x.pushinsteadof", "include.path", "includeif.gitdir:/x/.path",
+    "includeif.onbranch:*.path", "gpg.program", "gpg.ssh.program", "gpg.ssh.defaultkeycommand",
+    "gc.recentobjectshook", "alias.st", "filter.x.clean", "filter.lfs.process", "diff.x.textconv",
+    "diff.x.command", "merge.x.driver", "difftool.x.cmd", "mergetool.x.cmd", "browser.x.cmd", "web.browser",
+    "man.x.cmd", "guitool.x.cmd", "imap.tunnel", "sendemail.smtpserver", "sendemail.cccmd",
+    "sendemail.headercmd", "submodule.x.update", "trailer.x.cmd", "trailer.x.command", "commit.gpgsign",
+    "http.proxy", "core.hookspath",
+]  # fmt: skip
+
+ORDINARY = [
+    "core.repositoryformatversion", "core.filemode", "core.bare", "core.logallrefupdates",
+    "remote.origin.url", "remote.origin.fetch", "remote.my.fork.pushurl", "branch.main.remote",
+    "branch.feat/x.merge", "user.email", "user.name", "submodule.lib.url", "submodule.lib.active",
+    "extensions.worktreeconfig", "lfs.repositoryformatversion", "lfs.https://h/r.git/info/lfs.access",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("key", RUN)
+def test_a_key_that_runs_something_is_not_safe(key):
+    assert not SAFE.fullmatch(key)
+
+
+@pytest.mark.parametrize("key", ORDINARY)
+def test_what_git_writes_in_ordinary_work_is_safe(key):
+    assert SAFE.fullmatch(key)
+
+
+def test_put_back_removes_what_the_session_added_and_never_adds_back():
+    old = [("core.bare", "false"), ("alias.lg", "log"), ("include.path", "a"), ("include.path", "b")]
+    new = [
+        ("core.bare", "true"),  # safe: the session may
+        ("include.path", "b"),
+        ("include.path", "a"),  # reordered: both were the user's
+        ("core.fsmonitor", "x"),  # added
+        ("core.pager", "y"),  # added
+        ("remote.o.url", "u"),  # safe
+    ]  # alias.lg removed: stays removed
+    assert put_back(old, new) == {"core.fsmonitor": [], "core.pager": []}
+    assert put_back(old, old) == {}
+    assert put_back([], [("alias.x", None)]) == {"alias.x": []}
+    assert put_back([("include.path", "a")], [("include.path", "a"), ("include.path", "c")]) == {"include.path": ["a"]}

@@ -550,7 +550,9 @@ def test_a_filter_a_session_plants_never_runs_outside_when_the_marks_are_set_or_
     payload = ws.base / "payload.sh"
     payload.write_text(f"#!/bin/sh\ncat {ws.repo}/.env >> {pwned} 2>/dev/null; cat\n")
     payload.chmod(0o755)
-    plant = f"git config filter.x.clean {payload} && git config filter.x.process {payload} && "
+    # --global: the repository's config loses them at the session's end (gitsettings.py); ai-sandbox's own index
+    # writes must run no filter whatever config defines one
+    plant = f"git config --global filter.x.clean {payload} && git config --global filter.x.process {payload} && "
     plant += "echo '* filter=x' >> .git/info/attributes"
     for _ in range(3):  # the racy-clean check needs a file as new as the index: touched each time
         _session(ws, f"{plant}; touch prod.tfvars README.md")
@@ -1566,7 +1568,8 @@ def test_a_stash_the_session_signed_never_runs_a_program_outside(ws, firejail):
         "C=$(printf 'tree %s\\nparent %s\\nparent %s\\nauthor a <a@b> 1 +0000\\ncommitter a <a@b> 1 +0000\\n"
         "gpgsig -----BEGIN PGP SIGNATURE-----\\n \\n AAAA\\n -----END PGP SIGNATURE-----\\n\\nwip\\n' $T $H $I "
         "| git hash-object -t commit -w --stdin) && git stash store -m wip $C && "
-        'git config gpg.program "$PWD/.git/v.sh" && git config log.showSignature true && echo @@planted'
+        # --global: the repository's config loses them at the session's end (gitsettings.py)
+        'git config --global gpg.program "$PWD/.git/v.sh" && git config --global log.showSignature true && echo @@planted'
     )
     res = _session(ws, plant)
     assert "@@planted" in res.out, res.err
@@ -1591,3 +1594,32 @@ def test_an_index_entry_over_a_large_hidden_file_is_named_without_reading_it_who
     assert "@@added" in res.out, res.err
     assert "Traceback" not in res.err and "internal error" not in res.err, res.err
     assert len(_said(res, "cache/big.bin", "over hidden files of yours")) == 1, res.err
+
+
+@pytest.mark.parametrize("transport", ["ext", "file"])
+def test_ai_sandboxs_own_git_fetches_nothing_whatever_the_repository_says(ws, firejail, transport):
+    """Twenty-third red team: in a repository made a partial clone, `protocol.ext.allow = always` (a protocol's own
+    key wins over the `-c protocol.allow=never` ai-sandbox passed) with the remote `ext::<command>`, and the blob
+    of a tracked .gitattributes deleted: the launch's own `git check-attr`, outside the sandbox, lazy-fetched it and
+    ran the command, which copied the hidden .env (7 of 7 runs). The same through a local remote's `uploadpack`.
+    Left in the repository as a session leaves it whose end never ran (the end removes them: gitsettings.py)."""
+    secret = token("FETCHSECRET")
+    _committed(ws, {".gitignore": ".env\n", "app.txt": "app\n", "sub/.gitattributes": "*.bin binary\n"}, "tree")
+    ws.write(".env", secret + "\n")
+    leak = ws.base / "leak"
+    blob = ws.git("rev-parse", ":sub/.gitattributes").strip()
+    (ws.repo / "sub" / ".gitattributes").unlink()
+    (ws.repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    for key, value in [
+        ("core.repositoryformatversion", "1"), ("extensions.partialClone", "origin"), ("remote.origin.promisor", "true"),
+    ] + (
+        [("protocol.ext.allow", "always"), ("remote.origin.url", f"ext::sh -c cat% .env% >{leak}")]
+        if transport == "ext"
+        else [("protocol.file.allow", "always"), ("remote.origin.url", str(ws.repo)),
+              ("remote.origin.uploadpack", f"sh -c 'cat .env >{leak}'; false")]
+    ):  # fmt: skip
+        ws.git("config", key, value)
+    res = ws.run("--", "sh", "-c", f"echo @@ran; cat {leak}; true")
+    sessions_ended(ws)
+    assert secret not in res.out + res.err, "ai-sandbox's own git ran the repository's transport outside the sandbox"
+    assert not leak.exists() or secret not in leak.read_text()

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from ai_sandbox import tools
 from ai_sandbox.errors import PolicyError, UnavailableError
 from ai_sandbox.git.repo import Repo
-from ai_sandbox.git.run import _GIT, QUICK, TIMEOUT, _git, _git_error, _run, _split_z, _timeout
+from ai_sandbox.git.run import _GIT, QUICK, TIMEOUT, _git, _git_error, _run, _split_z, _timeout, hardened
 
 
 class Scan:
@@ -166,7 +166,7 @@ def scan(repo: Repo) -> Scan:
     try:
         for name, args in calls.items():
             procs[name] = subprocess.Popen(
-                [*_GIT, *args], cwd=repo.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+                [*_GIT, *args], cwd=repo.root, env=hardened(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE
             )
     except FileNotFoundError:
         raise UnavailableError(

@@ -7,7 +7,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 
-from ai_sandbox.git.run import _GIT, GitTimeout, _run
+from ai_sandbox.git.run import _GIT, GitTimeout, _run, hardened
 
 _LOG = [
     "-c", "log.showSignature=false", "--no-replace-objects", "log", "--all", "--reflog", "--stdin", "--no-renames",
@@ -25,7 +25,7 @@ def blob_changes(root: str, extra: list[str]) -> Iterator[tuple[str, int, str, s
     `…@{n}` for a reflog entry). One walk, streamed: 30 MB of output on 100,000 commits."""
     proc = subprocess.Popen(
         [*_GIT, *_LOG], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        env=_HISTORY_ENV, start_new_session=True,
+        env=hardened(_HISTORY_ENV), start_new_session=True,
     )  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None
     timer = _deadline(proc)

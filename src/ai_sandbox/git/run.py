@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+from collections.abc import Mapping
 
 from ai_sandbox import tools
 from ai_sandbox.errors import PolicyError, UnavailableError
@@ -28,6 +29,16 @@ _GIT = (
     "protocol.allow=never",
     "--no-optional-locks",
 )
+# ...and no transport whatever the repository's config says: `-c protocol.allow=never` loses to a repository's
+# `protocol.ext.allow = always` (a protocol's own key wins), and a partial clone's lazy fetch of a missing object
+# then ran its `ext::<command>` remote, outside the sandbox (twenty-third red team: a hidden .env copied out).
+# GIT_ALLOW_PROTOCOL overrides every protocol.* key; GIT_NO_LAZY_FETCH (git 2.39.4 and later) stops the fetch.
+_FIXED_ENV = {"GIT_ALLOW_PROTOCOL": "none", "GIT_NO_LAZY_FETCH": "1"}
+
+
+def hardened(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of every git call: the caller's (or this process's), with no transport."""
+    return {**(os.environ if env is None else env), **_FIXED_ENV}
 
 
 # Seconds any git call may take. None takes that long on a sane repository (a monorepo's listing: ~2 s), but
@@ -60,7 +71,7 @@ def _run(
 ) -> subprocess.CompletedProcess[bytes]:
     try:
         return subprocess.run(
-            [*_GIT, *args], cwd=cwd, input=stdin, capture_output=True, env=env, timeout=timeout,
+            [*_GIT, *args], cwd=cwd, input=stdin, capture_output=True, env=hardened(env), timeout=timeout,
             start_new_session=new_session,
         )  # fmt: skip
     except subprocess.TimeoutExpired:

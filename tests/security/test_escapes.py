@@ -435,6 +435,20 @@ def test_the_next_launch_cannot_be_weakened_from_inside(ws, firejail, attack):
     assert first.rc == 0, first.err
     assert_markers(first, "echo @@attack; echo @@done")
     assert_nothing_revealed(first, s)
+    _next_launch_reveals_nothing(ws, s, attack)
+
+
+@pytest.mark.parametrize("attack", ["git-clean-filter", "git-core-worktree"])
+def test_the_next_launch_holds_against_settings_a_session_left(ws, firejail, attack):
+    """The same git settings left in the repository with no session's end to remove them (gitsettings.py; its
+    watcher killed): the launch's own defences hold alone."""
+    s = plant(ws)
+    first = launch(ws, f"{POISON[attack]}; true", sandbox=False)
+    assert first.rc == 0, first.err
+    _next_launch_reveals_nothing(ws, s, attack)
+
+
+def _next_launch_reveals_nothing(ws: Workspace, s: Secrets, attack: str) -> None:
     script = "echo @@read; cat .env cfg/.env secrets/* leak.txt; ls -a secrets; echo @@done; true"
     second = launch(ws, script)
     if second.rc != 0:  # the next launch refused: fine, if it says why in one line and ran nothing

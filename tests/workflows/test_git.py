@@ -226,7 +226,9 @@ def test_no_hook_of_the_repository_runs_outside_the_sandbox(ws, firejail):
     plant = (
         'printf "#!/bin/sh\\ncat %s/.env > %s/leak-$1\\n" "$PWD" "$PWD" > .git/hooks/post-index-change; '
         "chmod +x .git/hooks/post-index-change; mkdir -p dist/h; cp .git/hooks/post-index-change dist/h/; "
-        'git config core.hooksPath "$PWD/dist/h"; echo planted'
+        # --global: the repository's own config loses it at the session's end (gitsettings.py); this is about
+        # ai-sandbox's index writes, which must run no hook whatever config names one
+        'git config --global core.hooksPath "$PWD/dist/h"; echo planted'
     )
     res = ws.run("--", "sh", "-c", plant)
     assert "planted" in res.out, res.out + res.err

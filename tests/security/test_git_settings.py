@@ -89,13 +89,19 @@ def test_a_setting_of_yours_the_session_changed_goes_and_the_line_says_what_it_w
     ws.git("config", "core.pager", "less -R")
     ws.git("config", "alias.lg", "log --oneline")
     evil = ws.repo / "evil.sh"
-    res = ws.run("--", "sh", "-c", f"git config core.pager {evil} && git config --unset alias.lg && echo @@done")
+    script = (
+        f"git config core.pager {evil} && git config core.fsmonitor {evil} && git config alias.st '!{evil}' && "
+        "git config --unset alias.lg && echo @@done"
+    )
+    res = ws.run("--", "sh", "-c", script)
     sessions_ended(ws)
     assert res.rc == 0 and "@@done" in res.out, res.err
     assert _config(ws, "--get-all", "core.pager") == ""
     assert _config(ws, "--get-all", "alias.lg") == ""
     lines = [ln for ln in res.err.splitlines() if "git settings" in ln]
     assert len(lines) == 1 and "core.pager (it was 'less -R')" in lines[0], res.err
+    doc = (Path(__file__).parents[2] / "docs" / "writes.md").read_text()
+    assert lines[0] in doc, "docs/writes.md shows another line than the real one"
 
 
 def test_a_config_file_the_session_replaced_or_added_is_put_back(ws):

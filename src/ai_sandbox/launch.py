@@ -350,10 +350,12 @@ class _Checkout:
 def run(req: Request) -> int:
     """Launch: prepare, check the record, write what the sandbox reads, start the watcher, set the marks, exec
     the backend (or run it as a child, supervised). `--dry-run` is dryrun.py's."""
-    with SlowNotice():
-        prepared = prepare(req)
     table = nested.mounts()
     inside = nested.inside_sandbox(table)
+    if not inside:
+        _move_home_files(req)  # before the plan: it binds what is there
+    with SlowNotice():
+        prepared = prepare(req)
     rec = state.check(prepared.policy, req.env, seen=prepared.seen, nested=inside)
     if inside:
         return _run_nested(prepared, req, table)
@@ -392,6 +394,22 @@ def run(req: Request) -> int:
         return status
     _exec(prepared.plan.argv, prepared.plan.env)
     return 127  # not reached
+
+
+def _move_home_files(req: Request) -> None:
+    """Under write containment, the files the agent's profile saves by rename straight in the home get their
+    kept place, with a link (homefiles.py)."""
+    env = req.env
+    if not config.load_user(env).confine_writes:
+        return
+    profile = profiles.find(os.path.basename(req.argv[0]), paths.config_home(env))
+    if profile is None or not profile.moved:
+        return
+    from ai_sandbox import homefiles
+
+    home = os.path.realpath(env.get("HOME") or os.path.expanduser("~"))
+    for line in homefiles.relocate(homefiles.moves(profile.moved, home), home, profile.description or profile.name):
+        print(f"ai-sandbox: {line}", file=sys.stderr)
 
 
 def _session_end(prepared: Prepared) -> Callable[[int], None] | None:

@@ -120,6 +120,7 @@ class Profile:
     description: str = ""
     allow: list[Pattern] = factory(list)
     home: list[str] = factory(list)
+    moved: dict[str, str] = factory(dict)  # a file saved by rename in the home -> where it is kept (homefiles.py)
     image: str = ""  # the docker backend's image for this agent, if not the configured one
     path: str = ""  # the file it came from; empty for the generic fallback
 
@@ -147,7 +148,7 @@ def load(path: str) -> Profile:
     from ai_sandbox.config import check_keys, load_toml, strings
 
     data, text = load_toml(path)
-    check_keys(data, {"description", "executable", "allow", "home", "image"}, path, text)
+    check_keys(data, {"description", "executable", "allow", "home", "moved", "image"}, path, text)
     name = os.path.basename(path).removesuffix(".toml")
     exe = data.get("executable", name)
     if not isinstance(exe, str) or not exe:
@@ -160,7 +161,28 @@ def load(path: str) -> Profile:
     image = data.get("image", "")
     if not isinstance(image, str):
         raise ConfigError(f"{path}: `image` must be a string")
-    return Profile(name=name, executable=exe, description=desc, allow=allow, home=home, image=image, path=path)
+    moved = _moved(data.get("moved", {}), home, path)
+    return Profile(
+        name=name, executable=exe, description=desc, allow=allow, home=home, moved=moved, image=image, path=path
+    )
+
+
+def _moved(value: object, home: list[str], path: str) -> dict[str, str]:
+    """`[moved]`: "~/file" = "~/dir/file", the file straight in the home, kept in a directory of `home`."""
+    dirs = [h for h in home if h.startswith("~/") and h.endswith("/")]
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"{path}: `moved` must be a table", '[moved] then "~/.claude.json" = "~/.claude/.claude.json"'
+        )
+    for src, dst in value.items():
+        ok = isinstance(dst, str) and src.startswith("~/") and "/" not in src[2:] and src[2:] not in ("", ".", "..")
+        name = dst.rsplit("/", 1)[-1] if isinstance(dst, str) else ""
+        if not ok or name in ("", ".", "..") or not any(dst.startswith(d) and "/" not in dst[len(d) :] for d in dirs):
+            raise ConfigError(
+                f"{path}: `moved` entry {src!r} must name a file in the home, kept in one of the `home` directories",
+                '[moved] then "~/.claude.json" = "~/.claude/.claude.json", with "~/.claude/" in home',
+            )
+    return dict(value)
 
 
 def available(config_home: str) -> list[Profile]:

@@ -66,3 +66,25 @@ def test_agent_answers_its_version(agent_ws, agent_env, agents_bin, agent):
     res = agent_ws.run(agent, "--version", env=agent_env, raw_env=True, timeout=60)
     assert res.rc == 0, f"stdout: {res.out}\nstderr: {res.err}"
     assert versions()[agent] in res.out
+
+
+@pytest.mark.parametrize("backend", ["firejail", "bwrap"])
+def test_claude_saves_its_config_with_writes_confined(agent_ws, agent_env, backend):
+    """With `confine_writes = true` the home is read-only inside; Claude Code saves ~/.claude.json by rename there,
+    which failed silently (its lock's mkdir: EROFS). Kept in ~/.claude/ with a link in its place, it is saved: a
+    key Claude Code writes at each start, removed between two runs, is back after the second."""
+    import json
+
+    w = agent_ws
+    _with_secret(w)
+    w.config_file.write_text("confine_writes = true\n")
+    args = [] if backend == "firejail" else ["--backend", "bwrap"]
+    cfg = w.home / ".claude.json"
+    for run in range(2):
+        res = w.run(*args, "claude", "-p", "hi", env=agent_env, raw_env=True, timeout=60)
+        assert "Not logged in" in res.out + res.err, f"rc={res.rc}\nstdout: {res.out}\nstderr: {res.err}"
+        assert cfg.is_symlink(), sorted(p.name for p in w.home.iterdir())
+        data = json.loads(cfg.read_text())
+        assert "migrationVersion" in data, f"run {run}: Claude Code saved nothing: {data}"
+        del data["migrationVersion"]
+        (w.home / ".claude" / ".claude.json").write_text(json.dumps(data))

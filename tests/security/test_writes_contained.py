@@ -149,6 +149,65 @@ def test_the_agents_own_state_and_the_users_writable_reach_the_host(ws, firejail
     assert not (ws.home / ".codex-x").exists()  # the home beside them stays read-only
 
 
+# what Claude Code does to save ~/.claude.json (measured, 2.1.197): the link resolved, a lock directory and a
+# temporary file beside the target, renamed over it
+_SAVE_BY_RENAME = """#!/usr/bin/env python3
+import json, os, sys
+path = os.path.realpath(os.path.expanduser("~/.claude.json"))
+data = json.load(open(path)) if os.path.exists(path) else {}
+data["saved"] = data.get("saved", 0) + 1
+try:
+    os.mkdir(path + ".lock")
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+    os.rename(tmp, path)
+    os.rmdir(path + ".lock")
+    print("@@saved")
+except OSError as e:
+    print(f"@@failed {e}")
+"""
+
+
+@pytest.mark.parametrize("before", ["a file", "none"])
+def test_an_agent_file_saved_by_rename_in_the_read_only_home_is_saved(ws, firejail, before):
+    """Claude Code saves ~/.claude.json by rename in the home, read-only inside: every save failed, silently (its
+    lock's mkdir: EROFS). The launch keeps the file in ~/.claude/ with a link in its place (profile `[moved]`): the
+    agent saves through it, the user's content is kept, and outside the link leads to the same file."""
+    _confine(ws)
+    if before == "a file":
+        (ws.home / ".claude.json").write_text('{"mine": 1}\n')
+    bindir = ws.base / "bin"
+    bindir.mkdir()
+    (bindir / "claude").write_text(_SAVE_BY_RENAME)
+    (bindir / "claude").chmod(0o755)
+    path = {"PATH": f"{bindir}:{os.environ['PATH']}"}
+    res = ws.run("claude", env=path)
+    assert "@@saved" in res.out, res.out + res.err
+    link = ws.home / ".claude.json"
+    assert link.is_symlink() and os.readlink(link) == ".claude/.claude.json"
+    data = json.loads(link.read_text())
+    assert data == ({"mine": 1, "saved": 1} if before == "a file" else {"saved": 1})
+    moved = [ln for ln in res.err.splitlines() if "moved ~/.claude.json to ~/.claude/.claude.json" in ln]
+    assert len(moved) == (1 if before == "a file" else 0), res.err
+    if moved:
+        assert moved[0] in (Path(__file__).parents[2] / "docs" / "writes.md").read_text(), "writes.md shows another"
+    again = ws.run("claude", env=path)
+    assert "@@saved" in again.out and "moved" not in again.err, again.out + again.err
+    assert json.loads(link.read_text())["saved"] == 2
+
+
+def test_a_kept_place_already_taken_refuses_in_one_line(ws, firejail):
+    _confine(ws)
+    (ws.home / ".claude.json").write_text('{"mine": 1}\n')
+    (ws.home / ".claude").mkdir()
+    (ws.home / ".claude" / ".claude.json").write_text('{"other": 1}\n')
+    res = ws.run("claude", env={"PATH": f"{ws.base}:{os.environ['PATH']}"})
+    assert res.rc != 0 and "~/.claude/.claude.json exists already" in res.err, res.err
+    assert len(res.err.strip().splitlines()) == 1
+    assert json.loads((ws.home / ".claude.json").read_text()) == {"mine": 1}  # nothing moved
+
+
 def test_explain_lists_each_place_with_its_origin_and_the_project_cannot_widen(ws, firejail):
     _confine(ws, 'writable = ["~/extra"]\n')
     doc = json.loads(ws.run("explain", "--json").out)

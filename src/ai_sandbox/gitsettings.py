@@ -48,6 +48,27 @@ SAFE = re.compile(
 
 Entries = list[tuple[str, str | None]]  # (key, value) as git lists them; None: a key without `=` (true)
 
+# A remote's URL may change only to another machine's: a push to a repository on this one runs its hooks, as the
+# user (a bare repository the session made in .git, with a pre-receive hook: twenty-fourth red team); a remote
+# helper (`foo::…`) runs git-remote-foo
+_URL_KEY = re.compile(r"remote\..+\.(url|pushurl)", re.DOTALL)
+_NETWORK = re.compile(r"(https?|ssh|git|git\+ssh|ssh\+git)://[^/\s]|([\w.+-]+@)?(\[[^]/]+\]|[\w.-]+):(?![/:])")
+MAX_KEYS = 16  # past this many keys to remove, the file is put back whole (a git call each: 8,000 took a minute)
+# the variables and sections that name a program or a file git reads: named first in the line
+_RUNS = re.compile(
+    r"(alias|include|includeif|filter|credential|url|protocol|difftool|mergetool|guitool|trailer)\..*"
+    r"|.*\.(fsmonitor|hookspath|pager|editor|sshcommand|askpass|gitproxy|helper|program|cmd|command|textconv"
+    r"|driver|clean|smudge|process|uploadpack|receivepack|external|worktree|proxy|path|recentobjectshook)",
+    re.DOTALL,
+)
+
+
+def safe(key: str, value: str | None) -> bool:
+    """A setting the session may add: a key git writes in ordinary work, and a remote's URL to another machine."""
+    if not SAFE.fullmatch(key):
+        return False
+    return not _URL_KEY.fullmatch(key) or (value is not None and _NETWORK.match(value) is not None)
+
 
 def put_back(old: Entries, new: Entries) -> dict[str, list[str | None]]:
     """The keys, not SAFE, that hold a value now the launch did not see, each with what it keeps: its values the
@@ -55,8 +76,6 @@ def put_back(old: Entries, new: Entries) -> dict[str, list[str | None]]:
     delete a file), and a launch's look may hold what another session running meanwhile planted."""
     out: dict[str, list[str | None]] = {}
     for key in dict.fromkeys(k for k, _ in new):
-        if SAFE.fullmatch(key):
-            continue
         before = [v for k, v in old if k == key]
         now = [v for k, v in new if k == key]
         keep = []
@@ -64,9 +83,16 @@ def put_back(old: Entries, new: Entries) -> dict[str, list[str | None]]:
             if v in before:
                 before.remove(v)
                 keep.append(v)
+            elif safe(key, v):
+                keep.append(v)
         if len(keep) != len(now):
             out[key] = keep
     return out
+
+
+def ranked(keys: list[str]) -> list[str]:
+    """keys, those that name a program or a file first (a line of junk keys must not hide core.fsmonitor)."""
+    return sorted(keys, key=lambda k: _RUNS.fullmatch(k) is None)
 
 
 @record
@@ -86,10 +112,12 @@ class Settings:
 
     files: list[Guarded]
     common: str  # the git common directory: its submodules and worktrees are looked for again at the end
+    roots: list[str]  # the work trees whose index is asked for submodules at the end: the root's first
 
 
-def take(root: str) -> Settings | None:
-    """The launch's look at the checkout's git settings files. None outside git or when there is none."""
+def take(root: str, nested: list[str] | None = None) -> Settings | None:
+    """The launch's look at the checkout's git settings files, and those of the repositories inside it (nested:
+    their roots; `git status` recurses into a submodule). None outside git."""
     from ai_sandbox.git import git_dir_of
 
     own = git_dir_of(root)
@@ -97,17 +125,29 @@ def take(root: str) -> Settings | None:
         return None
     common = _common_dir(own)
     files: list[Guarded] = []
-    dotgit = os.path.join(root, ".git")
-    if not os.path.isdir(dotgit):
-        files.append(_look(dotgit, config=False))
-    if own != common:
-        files.append(_look(os.path.join(own, "commondir"), config=False))
-    for path in _config_paths(common, own):
-        files.append(_look(path, config=True))
+    roots = [root, *(nested or [])]
+    for r in roots[:MAX_FILES]:
+        for path, config in _files_of(r):
+            if not any(f.path == path for f in files):
+                files.append(_look(path, config))
     for g in list(files):
         if g.config and g.data and b"include" in g.data.lower():
             _add_includes(files, g, 0)
-    return Settings(files[:MAX_FILES], common)
+    return Settings(files[: MAX_FILES * 2], common, roots[:8])
+
+
+def _files_of(root: str) -> list[tuple[str, bool]]:
+    """(path, is a config file) of what git reads to pick the settings of the work tree at root."""
+    from ai_sandbox.git import git_dir_of
+
+    own = git_dir_of(root)
+    if not own:
+        return []
+    common = _common_dir(own)
+    out = [(p, False) for p in _pointer_paths(common, own)]
+    if not os.path.isdir(os.path.join(root, ".git")):
+        out.append((os.path.join(root, ".git"), False))
+    return out + [(p, True) for p in _config_paths(common, own)]
 
 
 def restore(settings: Settings, pid: int) -> str | None:
@@ -117,8 +157,17 @@ def restore(settings: Settings, pid: int) -> str | None:
         done: list[str] = []
         failed: list[str] = []
         known = {g.path for g in settings.files}
-        # made by the session: a submodule's or a worktree's git directory, with a config of its own
-        late = [Guarded(p, None, None, True) for p in _config_paths(settings.common, "") if p not in known]
+        # made by the session: a submodule's or a worktree's git directory, with a config of its own, a pointer
+        # to another common directory, a legacy remote; a submodule anywhere (`git status` recurses into it)
+        late = [
+            Guarded(p, None, None, config)
+            for p, config in [
+                *((p, False) for p in _pointer_paths(settings.common, "")),
+                *((p, True) for p in _config_paths(settings.common, "")),
+                *_submodules_now(settings.roots),
+            ]
+            if p not in known
+        ]
         for g in [*settings.files, *late][: MAX_FILES * 2]:
             try:
                 done += _restore_one(g, pid, settings.common)
@@ -170,6 +219,43 @@ def _config_paths(common: str, own: str) -> list[str]:
     for m in _modules(os.path.join(common, "modules"), 0):
         out += [os.path.join(m, "config"), os.path.join(m, "config.worktree")]
     return list(dict.fromkeys(out))[:MAX_FILES]
+
+
+def _pointer_paths(common: str, own: str) -> list[str]:
+    """The files that point git elsewhere for its common directory or a remote: `commondir` in any git directory
+    (git reads it in every one, not only a linked worktree's: twenty-fourth red team), and git's old
+    `remotes/<name>` and `branches/<name>` files, which name a URL without the config."""
+    out = [os.path.join(own or common, "commondir")]
+    out += [os.path.join(d, "commondir") for d in _subdirs(os.path.join(common, "worktrees"))]
+    out += [os.path.join(m, "commondir") for m in _modules(os.path.join(common, "modules"), 0)]
+    for legacy in ("remotes", "branches"):
+        with contextlib.suppress(OSError):
+            out += sorted(e.path for e in os.scandir(os.path.join(common, legacy)) if not e.is_dir())
+    return list(dict.fromkeys(out))[:MAX_FILES]
+
+
+def _a_worktrees_own(path: str, data: bytes | None) -> bool:
+    """A linked worktree's commondir as `git worktree add` writes it: `../..`, in <common>/worktrees/<id>/."""
+    parts = path.rsplit(os.sep, 3)
+    return len(parts) == 4 and parts[1] == "worktrees" and parts[3] == "commondir" and data in (b"../..\n", b"../..")
+
+
+def _submodules_now(roots: list[str]) -> list[tuple[str, bool]]:
+    """The files of each submodule the work trees' indexes hold now (the session may have added one whose git
+    directory lies anywhere)."""
+    from ai_sandbox.git import QUICK
+    from ai_sandbox.git.run import _run
+
+    out: list[tuple[str, bool]] = []
+    for root in roots:
+        proc = _run(["ls-files", "-z", "--stage"], root, timeout=QUICK)
+        for entry in proc.stdout.split(b"\0")[:-1] if proc.returncode == 0 else []:
+            if entry.startswith(b"160000 "):
+                rel = os.fsdecode(entry.split(b"\t", 1)[1])
+                out += _files_of(os.path.join(root, rel))
+                if len(out) > MAX_FILES:
+                    return out[:MAX_FILES]
+    return out
 
 
 def _subdirs(base: str) -> list[str]:
@@ -281,6 +367,8 @@ def _restore_one(g: Guarded, pid: int, common: str) -> list[str]:
     link, data = _read(g.path)
     if link == g.link and data == g.data:
         return []
+    if not g.config and link is None and g.link is None and _a_worktrees_own(g.path, data):
+        return []  # `git worktree add` by the session: its commondir names the common directory, as git writes it
     if link != g.link or not g.config or data is None:
         return [_whole(g, pid)]  # a link made, changed or removed; a pointer file; not a regular file
     old = _entries(g.data) if g.data is not None else []
@@ -292,22 +380,25 @@ def _restore_one(g: Guarded, pid: int, common: str) -> list[str]:
     keys = put_back(old, new)
     if not keys:
         return []
+    if len(keys) > MAX_KEYS:
+        shown = ", ".join(printable(k) for k in ranked(list(keys))[:5])
+        return [_whole(g, pid, f"{len(keys)} settings, among them {shown}")]
     fixed = _fixed(data, keys)
     if fixed is None:
         return [_whole(g, pid)]
     _write(os.path.realpath(g.path) if g.link is not None else g.path, fixed)
     where = os.path.relpath(g.path, common) if g.path.startswith(common + os.sep) else g.path
     out = []
-    for k in keys:
+    for k in ranked(list(keys)):
         was = [v for key, v in old if key == k]
         said = printable(k) + ("" if where == "config" else f" in {printable(where)}")
         out.append(f"{said} (it was {printable(str(was[-1]))!r})" if was else said)
     return out
 
 
-def _whole(g: Guarded, pid: int) -> str:
+def _whole(g: Guarded, pid: int, what: str = "") -> str:
     """Put g back as the launch found it; what the session left there is moved aside (never read nor deleted):
-    the line's words for it."""
+    the line's words for it (what: the settings the session added, when known)."""
     aside = ""
     if os.path.lexists(g.path):
         aside = f"{g.path}.ai-sandbox-{pid}-{os.urandom(4).hex()}"  # a name no session can foresee
@@ -317,7 +408,9 @@ def _whole(g: Guarded, pid: int) -> str:
     elif g.data is not None:
         _write(g.path, g.data)
     put = "as the launch found it" if g.link is not None or g.data is not None else "removed: the launch found none"
-    return f"{printable(g.path)} ({put}{f'; the session’s is {printable(os.path.basename(aside))}' if aside else ''})"
+    added = f"; the session added {what}" if what else ""
+    theirs = f"; the session’s is {printable(os.path.basename(aside))}" if aside else ""
+    return f"{printable(g.path)} ({put}{added}{theirs})"
 
 
 def _write(path: str, data: bytes) -> None:

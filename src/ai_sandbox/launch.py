@@ -419,7 +419,8 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
     policy, env, marks, trees, seen = prepared.policy, prepared.env, prepared.marks, prepared.trees, prepared.seen
     dirs = policy.in_git and any(m.is_dir for m in policy.masks)
     files = policy.in_git and not all(m.is_dir for m in policy.masks)  # a branch may track one (unwritten.py)
-    settings = gitsettings.take(policy.root) if policy.in_git else None
+    nested = [os.path.join(policy.root, t.prefix.rstrip("/")) for t in prepared.trees if t.prefix]
+    settings = gitsettings.take(policy.root, nested) if policy.in_git else None
     if not (marks.needs or dirs or files or settings):
         return None
 

@@ -145,3 +145,92 @@ def test_a_file_your_config_includes_is_checked_too(ws):
     ws.write("a.txt", "b\n")
     _outside_git(ws, "status", "--short")
     assert not marker.exists(), "the user's git ran a program a session configured"
+
+
+# --- the twenty-fourth red team -------------------------------------------------------------------------------
+
+
+def _ran_outside(ws: Workspace, marker: Path, *git: list[str]) -> bool:
+    ws.write("a.txt", "changed\n")
+    for args in git or (["status", "--short"],):
+        _outside_git(ws, *args)
+    return marker.exists()
+
+
+def test_a_commondir_the_session_wrote_in_the_git_directory_is_removed(ws):
+    """git reads `commondir` in any git directory: .git/commondir naming a copy of the config with
+    core.fsmonitor (and hooks of its own) made the user's `git status` run it; only a linked worktree's was
+    looked at."""
+    marker = _repo(ws)
+    evil = ws.repo / "evil.sh"
+    script = (
+        "mkdir .git/c && for x in objects refs logs info hooks; do ln -s ../$x .git/c/$x; done && "
+        f"cp .git/config .git/c/config && printf '[core]\\n\\tfsmonitor = {evil}\\n' >> .git/c/config && "
+        "echo c > .git/commondir && echo @@done"
+    )
+    res = ws.run("--", "sh", "-c", script)
+    sessions_ended(ws)
+    assert res.rc == 0 and "@@done" in res.out, res.err
+    assert not (ws.repo / ".git" / "commondir").exists()
+    assert not _ran_outside(ws, marker), "the user's git ran a program a session configured"
+    assert any("commondir" in ln for ln in res.err.splitlines() if "git settings" in ln), res.err
+
+
+def test_a_push_url_or_remote_file_naming_a_local_repository_is_removed(ws):
+    """A push to a repository on this machine runs its hooks, as the user: `remote.origin.pushurl` naming a bare
+    repository the session made in .git, with a pre-receive hook, ran it on the user's `git push`; and git's old
+    `.git/remotes/<name>` files name a URL without the config."""
+    marker = _repo(ws)
+    bare = ws.repo / ".git" / "x.git"
+    script = (
+        f"git init -q --bare {bare} && printf '#!/bin/sh\\necho ran >> {marker}\\n' > {bare}/hooks/pre-receive && "
+        f"chmod +x {bare}/hooks/pre-receive && git remote add origin https://example.invalid/r.git && "
+        f"git config remote.origin.pushurl {bare} && git remote add mirror file://{bare} && "
+        f"mkdir -p .git/remotes && printf 'URL: {bare}\\nPush: HEAD:refs/heads/x\\n' > .git/remotes/old && echo @@done"
+    )
+    res = ws.run("--", "sh", "-c", script)
+    sessions_ended(ws)
+    assert res.rc == 0 and "@@done" in res.out, res.err
+    assert _config(ws, "--get-all", "remote.origin.pushurl") == ""
+    assert _config(ws, "--get-all", "remote.mirror.url") == ""
+    assert _config(ws, "remote.origin.url").strip() == "https://example.invalid/r.git"  # a network one stays
+    assert not (ws.repo / ".git" / "remotes" / "old").exists()
+    pushes = (["push", "origin", "HEAD:refs/heads/y"], ["push", "mirror", "HEAD"], ["push", "old"])
+    assert not _ran_outside(ws, marker, *pushes), "the user's push ran a hook a session wrote"
+
+
+def test_thousands_of_settings_cannot_delay_the_removal(ws):
+    """One git call per key: 8,000 junk keys took a minute (a full 1 MiB file: hours) before the file was
+    written, and under firejail the user's `git status` meanwhile ran the fsmonitor; the line named the first
+    8 keys, junk, not core.fsmonitor. Past a few keys the file is put back whole, and the line names the keys
+    that run a program first, with the count."""
+    marker = _repo(ws)
+    evil = ws.repo / "evil.sh"
+    junk = "echo '[junk]' >> .git/config; i=0; while [ $i -lt 3000 ]; do echo \"  k$i = v\"; i=$((i+1)); done >> .git/config"
+    res = ws.run("--", "sh", "-c", f"{junk} && git config core.fsmonitor {evil}")
+    sessions_ended(ws)
+    assert res.rc == 0, res.err
+    assert _config(ws, "--get-all", "core.fsmonitor") == "" and _config(ws, "--get-regexp", "^junk") == ""
+    assert not _ran_outside(ws, marker)
+    line = next(ln for ln in res.err.splitlines() if "git settings" in ln)
+    assert "core.fsmonitor" in line and "3001" in line, line
+
+
+def test_a_submodule_the_session_made_anywhere_is_looked_at(ws):
+    """A gitlink whose `.git` file names a git directory inside .git but outside modules/: the user's
+    `git status` at the project's root recursed into it and ran its core.fsmonitor."""
+    marker = _repo(ws)
+    evil = ws.repo / "evil.sh"
+    script = (
+        "git init -q --bare .git/lfs-cache.git && mkdir vendor && echo 'gitdir: ../.git/lfs-cache.git' > vendor/.git && "
+        "git -C vendor config core.bare false && git -C vendor config core.worktree .. && "
+        "git -C vendor -c user.name=x -c user.email=x@x commit -q --allow-empty -m x && "
+        f"git -C vendor config core.fsmonitor {evil} && "
+        "git update-index --add --cacheinfo 160000,$(git --git-dir=.git/lfs-cache.git rev-parse HEAD),vendor && "
+        "echo @@done"
+    )
+    res = ws.run("--", "sh", "-c", script)
+    sessions_ended(ws)
+    assert res.rc == 0 and "@@done" in res.out, res.err
+    assert not _ran_outside(ws, marker), "the user's git status ran a submodule's fsmonitor a session set"
+    assert "core.fsmonitor" in res.err, res.err

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ai_sandbox.gitsettings import SAFE, put_back
+from ai_sandbox.gitsettings import SAFE, put_back, ranked, safe
 
 # git's keys that run a program, or redirect what git reads or runs (Documentation/config/*.txt, 2.39-2.47)
 RUN = [
@@ -48,9 +48,36 @@ def test_put_back_removes_what_the_session_added_and_never_adds_back():
         ("include.path", "a"),  # reordered: both were the user's
         ("core.fsmonitor", "x"),  # added
         ("core.pager", "y"),  # added
-        ("remote.o.url", "u"),  # safe
+        ("remote.o.url", "https://example.invalid/r.git"),  # safe
     ]  # alias.lg removed: stays removed
     assert put_back(old, new) == {"core.fsmonitor": [], "core.pager": []}
     assert put_back(old, old) == {}
     assert put_back([], [("alias.x", None)]) == {"alias.x": []}
     assert put_back([("include.path", "a")], [("include.path", "a"), ("include.path", "c")]) == {"include.path": ["a"]}
+
+
+@pytest.mark.parametrize(
+    ("url", "network"),
+    [
+        ("https://github.com/a/b.git", True),
+        ("ssh://git@host/x", True),
+        ("git@github.com:a/b.git", True),
+        ("host.example:repo", True),
+        ("git://host/x", True),
+        ("/srv/repo.git", False),  # a push there runs its hooks, as you
+        ("./.git/x.git", False),
+        ("file:///srv/repo.git", False),
+        ("ext::sh -c x", False),
+        ("foo::bar", False),  # a remote helper: git-remote-foo
+        ("C:/x", False),
+        ("https:///x", False),
+    ],
+)
+def test_a_remote_url_is_safe_only_to_another_machine(url, network):
+    assert safe("remote.origin.url", url) is network
+    assert safe("remote.origin.pushurl", url) is network
+    assert safe("submodule.x.url", url)  # cloned, never pushed to: its hooks never run
+
+
+def test_the_line_names_what_runs_a_program_first():
+    assert ranked(["junk.k0", "junk.k1", "core.fsmonitor", "alias.x", "user.x"])[:2] == ["core.fsmonitor", "alias.x"]

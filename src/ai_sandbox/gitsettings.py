@@ -1,5 +1,5 @@
-"""The repository's git settings that would run a program in the user's own git later, outside the sandbox: put
-back as they were at the launch once the session ends, and named in one line.
+"""The repository's git settings that would run a program in the user's own git later, outside the sandbox: what
+a session added is removed once it ends, and named in one line.
 
 The git directory stays writable inside: git writes its config in ordinary work (`git remote add`, `push -u`,
 `branch --set-upstream-to`, `git config user.email`), so a read-only one breaks them (EBUSY, measured). But a key
@@ -7,14 +7,16 @@ such as `core.fsmonitor` runs a program on the user's next `git status`, `alias.
 `include.path` pulls either from any file (issue 27's table: written inside, run outside). git has no list of
 "safe" keys, and its list of keys that run something grows with each release (`gc.recentObjectsHook` in 2.42,
 `sendemail.headerCmd` in 2.47): so the rule is the other way round. The keys git itself writes in ordinary work
-(SAFE) may change; every other key the session added, changed or removed goes back to what it was at the launch.
+(_SAFE; a remote's URL only to another machine) may change; a value of any other key the session added is removed.
+Nothing is added back: a launch's look may hold what another session running meanwhile planted.
 
-Looked at: the config files git reads for this checkout (the common `config`, `config.worktree` of each
-worktree, each submodule's git directory), the files they include at the launch (an include into the work tree
-is writable inside), and the pointer files that pick the git directory (a linked worktree's `.git` file and its
-`commondir`). A file the session replaced by something that is not a regular file, made unreadable to git or
-larger than LIMIT is put back whole, the session's one moved aside beside it. Nothing is read through a link the
-session made, nor written through one.
+Looked at: the config files git reads for this checkout and the repositories in it (the common `config`, each
+worktree's `config.worktree`, each submodule's wherever the index points, the files they include at the launch:
+an include into the work tree is writable inside), and the files that point git elsewhere (`commondir` in any
+git directory, a linked worktree's `.git` file, git's old `remotes/` files). A file the session replaced by
+something that is not a regular file, made unreadable to git, larger than LIMIT or given more than MAX_KEYS
+settings is put back whole, the session's one moved aside beside it. Nothing is read through a link the session
+made, nor written through one.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ _INCLUDE_DEPTH = 10  # git's own limit on nested includes
 
 # The keys git writes in ordinary work, none of which runs a program or names a file git reads as config (the
 # section and the key's name lower-cased, as `git config --list` prints them; a subsection as written)
-SAFE = re.compile(
+_SAFE = (
     r"core\.(repositoryformatversion|filemode|bare|logallrefupdates|symlinks|ignorecase|precomposeunicode"
     r"|sparsecheckout|sparsecheckoutcone|autocrlf|eol|safecrlf)"
     r"|remote\..+\.(url|pushurl|fetch|push|tagopt|mirror|prune|prunetags|promisor|partialclonefilter"
@@ -42,8 +44,7 @@ SAFE = re.compile(
     r"|(user|author|committer)\.(name|email)"
     r"|submodule\..+\.(url|active|branch|ignore|shallow|fetchrecursesubmodules)"
     r"|extensions\.[^.]+"
-    r"|lfs\.repositoryformatversion|lfs\..+\.access",
-    re.DOTALL,
+    r"|lfs\.repositoryformatversion|lfs\..+\.access"
 )
 
 Entries = list[tuple[str, str | None]]  # (key, value) as git lists them; None: a key without `=` (true)
@@ -51,28 +52,38 @@ Entries = list[tuple[str, str | None]]  # (key, value) as git lists them; None: 
 # A remote's URL may change only to another machine's: a push to a repository on this one runs its hooks, as the
 # user (a bare repository the session made in .git, with a pre-receive hook: twenty-fourth red team); a remote
 # helper (`foo::…`) runs git-remote-foo
-_URL_KEY = re.compile(r"remote\..+\.(url|pushurl)", re.DOTALL)
-_NETWORK = re.compile(r"(https?|ssh|git|git\+ssh|ssh\+git)://[^/\s]|([\w.+-]+@)?(\[[^]/]+\]|[\w.-]+):(?![/:])")
+_URL_KEY = r"remote\..+\.(url|pushurl)"
+_NETWORK = r"(https?|ssh|git|git\+ssh|ssh\+git)://[^/\s]|([\w.+-]+@)?(\[[^]/]+\]|[\w.-]+):(?![/:])"
 MAX_KEYS = 16  # past this many keys to remove, the file is put back whole (a git call each: 8,000 took a minute)
 # the variables and sections that name a program or a file git reads: named first in the line
-_RUNS = re.compile(
+_RUNS = (
     r"(alias|include|includeif|filter|credential|url|protocol|difftool|mergetool|guitool|trailer)\..*"
     r"|.*\.(fsmonitor|hookspath|pager|editor|sshcommand|askpass|gitproxy|helper|program|cmd|command|textconv"
-    r"|driver|clean|smudge|process|uploadpack|receivepack|external|worktree|proxy|path|recentobjectshook)",
-    re.DOTALL,
+    r"|driver|clean|smudge|process|uploadpack|receivepack|external|worktree|proxy|path|recentobjectshook)"
 )
+
+
+def _full(pattern: str, text: str) -> bool:
+    """re's own cache compiles each pattern once, at the session's end: never at import, on the launch path
+    (2 ms)."""
+    return re.fullmatch(pattern, text, re.DOTALL) is not None
+
+
+def safe_key(key: str) -> bool:
+    """A key git writes in ordinary work (_SAFE)."""
+    return _full(_SAFE, key)
 
 
 def safe(key: str, value: str | None) -> bool:
     """A setting the session may add: a key git writes in ordinary work, and a remote's URL to another machine."""
-    if not SAFE.fullmatch(key):
+    if not safe_key(key):
         return False
-    return not _URL_KEY.fullmatch(key) or (value is not None and _NETWORK.match(value) is not None)
+    return not _full(_URL_KEY, key) or (value is not None and re.match(_NETWORK, value) is not None)
 
 
 def put_back(old: Entries, new: Entries) -> dict[str, list[str | None]]:
-    """The keys, not SAFE, that hold a value now the launch did not see, each with what it keeps: its values the
-    launch saw too. Nothing is ever added back: a removed value stays removed (a session may delete, as it may
+    """The keys that hold a value now the launch did not see, each with what it keeps: its values the
+    launch saw too, and the safe ones. Nothing is ever added back: a removed value stays removed (a session may delete, as it may
     delete a file), and a launch's look may hold what another session running meanwhile planted."""
     out: dict[str, list[str | None]] = {}
     for key in dict.fromkeys(k for k, _ in new):
@@ -92,7 +103,7 @@ def put_back(old: Entries, new: Entries) -> dict[str, list[str | None]]:
 
 def ranked(keys: list[str]) -> list[str]:
     """keys, those that name a program or a file first (a line of junk keys must not hide core.fsmonitor)."""
-    return sorted(keys, key=lambda k: _RUNS.fullmatch(k) is None)
+    return sorted(keys, key=lambda k: not _full(_RUNS, k))
 
 
 @record

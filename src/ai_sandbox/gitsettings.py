@@ -124,6 +124,7 @@ class Settings:
     files: list[Guarded]
     common: str  # the git common directory: its submodules and worktrees are looked for again at the end
     roots: list[str]  # the work trees whose index is asked for submodules at the end: the root's first
+    indexes: list[tuple[int, int, int] | None]  # each root's index file at the launch: one unchanged is not asked
 
 
 def take(root: str, nested: list[str] | None = None) -> Settings | None:
@@ -144,7 +145,18 @@ def take(root: str, nested: list[str] | None = None) -> Settings | None:
     for g in list(files):
         if g.config and g.data and b"include" in g.data.lower():
             _add_includes(files, g, 0)
-    return Settings(files[: MAX_FILES * 2], common, roots[:8])
+    return Settings(files[: MAX_FILES * 2], common, roots[:8], [_index_look(r) for r in roots[:8]])
+
+
+def _index_look(root: str) -> tuple[int, int, int] | None:
+    """(inode, size, ctime) of the work tree's index: a session that wrote none added no submodule to it."""
+    from ai_sandbox.git import git_dir_of
+
+    try:
+        st = os.stat(os.path.join(git_dir_of(root) or os.path.join(root, ".git"), "index"))
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_ctime_ns  # ctime: no session can set it back
 
 
 def _files_of(root: str) -> list[tuple[str, bool]]:
@@ -175,7 +187,13 @@ def restore(settings: Settings, pid: int) -> str | None:
             for p, config in [
                 *((p, False) for p in _pointer_paths(settings.common, "")),
                 *((p, True) for p in _config_paths(settings.common, "")),
-                *_submodules_now(settings.roots),
+                *_submodules_now(
+                    [
+                        r
+                        for r, look in zip(settings.roots, settings.indexes, strict=True)
+                        if _index_look(r) != look or not look
+                    ]
+                ),
             ]
             if p not in known
         ]

@@ -159,8 +159,9 @@ def _index_look(root: str) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_size, st.st_ctime_ns  # ctime: no session can set it back
 
 
-def _files_of(root: str) -> list[tuple[str, bool]]:
-    """(path, is a config file) of what git reads to pick the settings of the work tree at root."""
+def _files_of(root: str, dotgit: bool = True) -> list[tuple[str, bool]]:
+    """(path, is a config file) of what git reads to pick the settings of the work tree at root (dotgit: its
+    `.git` file too; a submodule's the session made is git's own, and where it points is looked at)."""
     from ai_sandbox.git import git_dir_of
 
     own = git_dir_of(root)
@@ -168,7 +169,7 @@ def _files_of(root: str) -> list[tuple[str, bool]]:
         return []
     common = _common_dir(own)
     out = [(p, False) for p in _pointer_paths(common, own)]
-    if not os.path.isdir(os.path.join(root, ".git")):
+    if dotgit and not os.path.isdir(os.path.join(root, ".git")):
         out.append((os.path.join(root, ".git"), False))
     return out + [(p, True) for p in _config_paths(common, own)]
 
@@ -199,7 +200,7 @@ def restore(settings: Settings, pid: int) -> str | None:
         ]
         for g in [*settings.files, *late][: MAX_FILES * 2]:
             try:
-                done += _restore_one(g, pid, settings.common)
+                done += _restore_one(g, pid, settings.common, settings.roots[0])
             except OSError as e:
                 failed.append(f"{printable(g.path)} ({e.strerror or e})")
     except Exception as e:  # never a traceback: this is the user's one chance to hear of it
@@ -281,7 +282,7 @@ def _submodules_now(roots: list[str]) -> list[tuple[str, bool]]:
         for entry in proc.stdout.split(b"\0")[:-1] if proc.returncode == 0 else []:
             if entry.startswith(b"160000 "):
                 rel = os.fsdecode(entry.split(b"\t", 1)[1])
-                out += _files_of(os.path.join(root, rel))
+                out += _files_of(os.path.join(root, rel), dotgit=False)
                 if len(out) > MAX_FILES:
                     return out[:MAX_FILES]
     return out
@@ -388,7 +389,7 @@ def _fixed(data: bytes, keys: dict[str, list[str | None]]) -> bytes | None:
             return f.read()
 
 
-def _restore_one(g: Guarded, pid: int, common: str) -> list[str]:
+def _restore_one(g: Guarded, pid: int, common: str, root: str) -> list[str]:
     """Put g back where the session changed it; the names of what was put back ([] when nothing was)."""
     if os.path.realpath(os.path.dirname(g.path)) != (g.where or os.path.dirname(g.path)):
         # a directory on the way was swapped for a link (`mv .git x; ln -s ~/.ssh .git`): not followed
@@ -407,6 +408,12 @@ def _restore_one(g: Guarded, pid: int, common: str) -> list[str]:
     if new is None:
         return [_whole(g, pid)]  # git cannot read the session's
     keys = put_back(old, new)
+    if "core.worktree" in keys:  # `git submodule add` writes one: kept where it leads into the work itself
+        now = [v for k, v in new if k == "core.worktree"]
+        inner = [v for v in now if v not in keys["core.worktree"] and _in_work(g.path, v, root, common)]
+        keys["core.worktree"] += inner
+        if len(keys["core.worktree"]) == len(now):
+            del keys["core.worktree"]
     if not keys:
         return []
     if len(keys) > MAX_KEYS:
@@ -423,6 +430,19 @@ def _restore_one(g: Guarded, pid: int, common: str) -> list[str]:
         said = printable(k) + ("" if where == "config" else f" in {printable(where)}")
         out.append(f"{said} (it was {printable(str(was[-1]))!r})" if was else said)
     return out
+
+
+def _in_work(config: str, value: str | None, root: str, common: str) -> bool:
+    """A core.worktree (relative to the git directory holding config) inside the project, outside its git
+    directory: the session can write there anyway; elsewhere, the user's next checkout there would write the
+    session's files (`~/.local/bin`, `.git/hooks`)."""
+    if not value:
+        return False
+    from ai_sandbox.fs import inside
+
+    where = os.path.realpath(os.path.join(os.path.dirname(config), value))
+    git_dirs = (common, os.path.join(os.path.realpath(root), ".git"))
+    return inside(where, os.path.realpath(root)) and not any(inside(where, d) for d in git_dirs)
 
 
 def _whole(g: Guarded, pid: int, what: str = "") -> str:

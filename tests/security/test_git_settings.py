@@ -234,3 +234,24 @@ def test_a_submodule_the_session_made_anywhere_is_looked_at(ws):
     assert res.rc == 0 and "@@done" in res.out, res.err
     assert not _ran_outside(ws, marker), "the user's git status ran a submodule's fsmonitor a session set"
     assert "core.fsmonitor" in res.err, res.err
+
+
+def test_a_submodule_the_session_adds_keeps_working(ws):
+    """`git submodule add` writes core.worktree into the submodule's config and a `.git` file into its checkout:
+    both are git's own and stay (a core.worktree leading into the project; elsewhere, the user's next checkout
+    there would write the session's files). Its remote is a path on this machine here: that one goes, named."""
+    _repo(ws)
+    lib = ws.base / "lib.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(lib)], check=True)
+    work = ws.base / "libwork"
+    subprocess.run(["git", "clone", "-q", str(lib), str(work)], check=True, capture_output=True)
+    ws.git("commit", "-q", "--allow-empty", "-m", "x", cwd=work)
+    ws.git("push", "-q", "origin", "HEAD", cwd=work)
+    res = ws.run("--", "sh", "-c", f"git -c protocol.file.allow=always submodule add -q {lib} lib && echo @@added")
+    sessions_ended(ws)
+    assert res.rc == 0 and "@@added" in res.out, res.err
+    assert (ws.repo / "lib" / ".git").is_file()
+    assert _config(ws, "core.worktree", where=".git/modules/lib/config").strip() == "../../../lib"
+    assert _outside_git(ws, "-C", "lib", "status").returncode == 0
+    line = next(ln for ln in res.err.splitlines() if "git settings" in ln)
+    assert "remote.origin.url in modules/lib/config" in line and "core.worktree" not in line, line

@@ -81,3 +81,17 @@ def test_a_remote_url_is_safe_only_to_another_machine(url, network):
 
 def test_the_line_names_what_runs_a_program_first():
     assert ranked(["junk.k0", "junk.k1", "core.fsmonitor", "alias.x", "user.x"])[:2] == ["core.fsmonitor", "alias.x"]
+
+
+def test_a_work_tree_may_lead_only_into_the_project_outside_its_git_directory(tmp_path):
+    from ai_sandbox.gitsettings import _in_work
+
+    root = tmp_path / "p"
+    (root / ".git" / "modules" / "lib").mkdir(parents=True)
+    cfg = str(root / ".git" / "modules" / "lib" / "config")
+    common = str(root / ".git")
+    assert _in_work(cfg, "../../../lib", str(root), common)
+    assert not _in_work(cfg, "../../../..", str(root), common)  # above the project
+    assert not _in_work(cfg, "../../hooks", str(root), common)  # the hooks: a checkout plants them
+    assert not _in_work(cfg, str(tmp_path / "home" / ".local" / "bin"), str(root), common)
+    assert not _in_work(cfg, None, str(root), common)

@@ -45,6 +45,8 @@ _SAFE = (
     r"|submodule\..+\.(url|active|branch|ignore|shallow|fetchrecursesubmodules)"
     r"|extensions\.[^.]+"
     r"|lfs\.repositoryformatversion|lfs\..+\.access"
+    # what git's own hints tell one to set (`git config pull.rebase false`, `advice.detachedHead false`)
+    r"|pull\.(rebase|ff)|push\.(default|autosetupremote)|init\.defaultbranch|advice\.[^.]+"
 )
 
 Entries = list[tuple[str, str | None]]  # (key, value) as git lists them; None: a key without `=` (true)

@@ -27,6 +27,7 @@ ORDINARY = [
     "remote.origin.url", "remote.origin.fetch", "remote.my.fork.pushurl", "branch.main.remote",
     "branch.feat/x.merge", "user.email", "user.name", "submodule.lib.url", "submodule.lib.active",
     "extensions.worktreeconfig", "lfs.repositoryformatversion", "lfs.https://h/r.git/info/lfs.access",
+    "pull.rebase", "push.autosetupremote", "init.defaultbranch", "advice.detachedhead",
 ]  # fmt: skip
 
 

@@ -30,7 +30,9 @@ from ai_sandbox.fs import printable
 from ai_sandbox.records import record
 
 LIMIT = 1 << 20  # a config file larger than this is not parsed: put back whole
-MAX_FILES = 64  # files looked at (a repository with more submodules: the first ones)
+# files looked at: a bound against a session that makes thousands of git directories (a cap of 64 let 80 empty
+# worktree directories push a new submodule's config out of the look); past it, the line says not all were
+MAX_FILES = 4096
 _INCLUDE_DEPTH = 10  # git's own limit on nested includes
 
 # The keys git writes in ordinary work, none of which runs a program or names a file git reads as config (the
@@ -147,7 +149,7 @@ def take(root: str, nested: list[str] | None = None) -> Settings | None:
     for g in list(files):
         if g.config and g.data and b"include" in g.data.lower():
             _add_includes(files, g, 0)
-    return Settings(files[: MAX_FILES * 2], common, roots[:8], [_index_look(r) for r in roots[:8]])
+    return Settings(files[:MAX_FILES], common, roots[:64], [_index_look(r) for r in roots[:64]])
 
 
 def _index_look(root: str) -> tuple[int, int, int] | None:
@@ -200,7 +202,10 @@ def restore(settings: Settings, pid: int) -> str | None:
             ]
             if p not in known
         ]
-        for g in [*settings.files, *late][: MAX_FILES * 2]:
+        every = [*settings.files, *late]
+        if len(every) >= MAX_FILES:
+            failed.append(f"more than {MAX_FILES} git settings files (not all were checked)")
+        for g in every[: MAX_FILES * 2]:
             try:
                 done += _restore_one(g, pid, settings.common, settings.roots[0])
             except OSError as e:
@@ -285,8 +290,8 @@ def _submodules_now(roots: list[str]) -> list[tuple[str, bool]]:
             if entry.startswith(b"160000 "):
                 rel = os.fsdecode(entry.split(b"\t", 1)[1])
                 out += _files_of(os.path.join(root, rel), dotgit=False)
-                if len(out) > MAX_FILES:
-                    return out[:MAX_FILES]
+                if len(out) >= MAX_FILES:
+                    return out
     return out
 
 

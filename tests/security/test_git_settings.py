@@ -255,3 +255,22 @@ def test_a_submodule_the_session_adds_keeps_working(ws):
     assert _outside_git(ws, "-C", "lib", "status").returncode == 0
     line = next(ln for ln in res.err.splitlines() if "git settings" in ln)
     assert "remote.origin.url in modules/lib/config" in line and "core.worktree" not in line, line
+
+
+def test_many_git_directories_cannot_push_a_submodule_out_of_the_look(ws):
+    """Eighty empty directories in .git/worktrees filled the 64 files looked at before the submodule's config."""
+    marker = _repo(ws)
+    evil = ws.repo / "evil.sh"
+    script = (
+        "i=0; while [ $i -lt 80 ]; do mkdir -p .git/worktrees/a$i; i=$((i+1)); done; "
+        "git init -q --bare .git/modules/zz && mkdir vendor && echo 'gitdir: ../.git/modules/zz' > vendor/.git && "
+        "git -C vendor config core.bare false && git -C vendor config core.worktree .. && "
+        "git -C vendor -c user.name=x -c user.email=x@x commit -q --allow-empty -m x && "
+        f"git -C vendor config core.fsmonitor {evil} && "
+        "git update-index --add --cacheinfo 160000,$(git --git-dir=.git/modules/zz rev-parse HEAD),vendor && "
+        "echo @@done"
+    )
+    res = ws.run("--", "sh", "-c", script)
+    sessions_ended(ws)
+    assert res.rc == 0 and "@@done" in res.out, res.err
+    assert not _ran_outside(ws, marker), "the user's git status ran a submodule's fsmonitor a session set"

@@ -25,6 +25,7 @@ import contextlib
 import os
 import re
 import sys
+from collections.abc import Callable
 
 from ai_sandbox.fs import printable
 from ai_sandbox.records import record
@@ -57,6 +58,7 @@ Entries = list[tuple[str, str | None]]  # (key, value) as git lists them; None: 
 # user (a bare repository the session made in .git, with a pre-receive hook: twenty-fourth red team); a remote
 # helper (`foo::…`) runs git-remote-foo
 _URL_KEY = r"remote\..+\.(url|pushurl)"
+_BRANCH_REMOTE = r"branch\..+\.(remote|pushremote)"
 _NETWORK = r"(https?|ssh|git|git\+ssh|ssh\+git)://[^/\s]|([\w.+-]+@)?(\[[^]/]+\]|[\w.-]+):(?![/:])"
 MAX_KEYS = 16  # past this many keys to remove, the file is put back whole (a git call each: 8,000 took a minute)
 # the variables and sections that name a program or a file git reads: named first in the line
@@ -90,6 +92,13 @@ def put_back(old: Entries, new: Entries) -> dict[str, list[str | None]]:
     launch saw too, and the safe ones. Nothing is ever added back: a removed value stays removed (a session may delete, as it may
     delete a file), and a launch's look may hold what another session running meanwhile planted."""
     out: dict[str, list[str | None]] = {}
+    # the remotes a branch may name: git takes any other name for a path (`branch.main.remote = .git/x.git`: the
+    # user's plain `git push` ran the hooks of a bare repository made there, twenty-fifth red team)
+    remotes = {
+        k[len("remote.") : -len(".url")]
+        for k, v in new
+        if k.startswith("remote.") and k.endswith(".url") and ((k, v) in old or safe(k, v))
+    }
     for key in dict.fromkeys(k for k, _ in new):
         before = [v for k, v in old if k == key]
         now = [v for k, v in new if k == key]
@@ -98,7 +107,7 @@ def put_back(old: Entries, new: Entries) -> dict[str, list[str | None]]:
             if v in before:
                 before.remove(v)
                 keep.append(v)
-            elif safe(key, v):
+            elif safe(key, v) and (not _full(_BRANCH_REMOTE, key) or v == "." or v in remotes):
                 keep.append(v)
         if len(keep) != len(now):
             out[key] = keep
@@ -129,11 +138,14 @@ class Settings:
     common: str  # the git common directory: its submodules and worktrees are looked for again at the end
     roots: list[str]  # the work trees whose index is asked for submodules at the end: the root's first
     indexes: list[tuple[int, int, int] | None]  # each root's index file at the launch: one unchanged is not asked
+    hidden: Callable[[str], bool]  # what the launch hid: never read, never written
+    todo: tuple[str, bytes | None] = ("", None)  # a stopped rebase's todo list (its path, what the launch read)
 
 
-def take(root: str, nested: list[str] | None = None) -> Settings | None:
+def take(root: str, nested: list[str] | None = None, hidden: Callable[[str], bool] | None = None) -> Settings | None:
     """The launch's look at the checkout's git settings files, and those of the repositories inside it (nested:
-    their roots; `git status` recurses into a submodule). None outside git."""
+    their roots; `git status` recurses into a submodule). None outside git. hidden: what the launch hides, never
+    looked at (the session cannot change it; an include a session planted named .env: twenty-fifth red team)."""
     from ai_sandbox.git import git_dir_of
 
     own = git_dir_of(root)
@@ -148,8 +160,17 @@ def take(root: str, nested: list[str] | None = None) -> Settings | None:
                 files.append(_look(path, config))
     for g in list(files):
         if g.config and g.data and b"include" in g.data.lower():
-            _add_includes(files, g, 0)
-    return Settings(files[:MAX_FILES], common, roots[:64], [_index_look(r) for r in roots[:64]])
+            _add_includes(files, g, 0, hidden or _nothing)
+    shown = [f for f in files if not (hidden and hidden(f.path))]
+    todo = os.path.join(own, "rebase-merge", "git-rebase-todo")
+    return Settings(
+        shown[:MAX_FILES], common, roots[:64], [_index_look(r) for r in roots[:64]], hidden or _nothing,
+        (todo, _read(todo)[1]),
+    )  # fmt: skip
+
+
+def _nothing(path: str) -> bool:
+    return False
 
 
 def _index_look(root: str) -> tuple[int, int, int] | None:
@@ -200,7 +221,7 @@ def restore(settings: Settings, pid: int) -> str | None:
                     ]
                 ),
             ]
-            if p not in known
+            if p not in known and not settings.hidden(p)
         ]
         every = [*settings.files, *late]
         if len(every) >= MAX_FILES:
@@ -212,9 +233,18 @@ def restore(settings: Settings, pid: int) -> str | None:
                 failed.append(f"{printable(g.path)} ({e.strerror or e})")
     except Exception as e:  # never a traceback: this is the user's one chance to hear of it
         return f"the repository's git settings could not be checked after the session ({type(e).__name__})"
-    if not done and not failed:
-        return None
     parts = []
+    todo, before = settings.todo
+    now = _read(todo)[1] if todo else None
+    if now is not None and now != before and re.search(rb"(?m)^\s*(x|exec)\s", now):
+        # `git rebase --continue` runs its `exec` lines, outside (twenty-fifth red team: the fifth of the list,
+        # where `git status` shows two)
+        parts.append(
+            "the session left a rebase stopped whose list runs commands when you continue it (`exec` lines in "
+            f"{printable(todo)}): read it before `git rebase --continue`, or `git rebase --abort`"
+        )
+    if not done and not failed and not parts:
+        return None
     if done:
         parts.append(
             "the session changed git settings that could run a program in your own git later, undone: "
@@ -334,9 +364,9 @@ def _look(path: str, config: bool) -> Guarded:
     return Guarded(path, link, data, config, os.path.realpath(os.path.dirname(path)))
 
 
-def _add_includes(files: list[Guarded], g: Guarded, depth: int) -> None:
+def _add_includes(files: list[Guarded], g: Guarded, depth: int, hidden: Callable[[str], bool]) -> None:
     """The files g includes (`include.path`, `includeIf.*.path`), as git resolves them: `~/` from the home, a
-    relative path from g's directory."""
+    relative path from g's directory. One the launch hides is never read."""
     if depth >= _INCLUDE_DEPTH or len(files) >= MAX_FILES or g.data is None:
         return
     entries = _entries(g.data)
@@ -346,25 +376,21 @@ def _add_includes(files: list[Guarded], g: Guarded, depth: int) -> None:
         target = os.path.expanduser(value) if value.startswith("~/") else value
         base = os.path.dirname(os.path.realpath(g.path) if g.link is not None else g.path)
         target = os.path.join(base, target)
-        if any(f.path == target for f in files):
+        if any(f.path == target for f in files) or hidden(target) or hidden(os.path.realpath(target)):
             continue
         inc = _look(target, config=True)
         files.append(inc)
-        _add_includes(files, inc, depth + 1)
+        _add_includes(files, inc, depth + 1, hidden)
 
 
 def _entries(data: bytes) -> Entries | None:
-    """The (key, value) list git reads in data; None when git cannot read it."""
-    import tempfile
-
+    """The (key, value) list git reads in data; None when git cannot read it. From its stdin: a copy in /tmp,
+    which every sandbox shares, was read by a session running meanwhile (twenty-fifth red team: an include a
+    session planted named the hidden .env)."""
     from ai_sandbox.git import QUICK
     from ai_sandbox.git.run import _run
 
-    with tempfile.TemporaryDirectory(prefix="ai-sandbox-cfg-") as d:
-        path = os.path.join(d, "config")
-        with open(path, "wb") as f:
-            f.write(data)
-        proc = _run(["config", "--file", path, "--null", "--list"], d, timeout=QUICK)
+    proc = _run(["config", "--file", "-", "--no-includes", "--null", "--list"], "/", stdin=data, timeout=QUICK)
     if proc.returncode != 0:
         return None
     out: Entries = []
@@ -374,14 +400,15 @@ def _entries(data: bytes) -> Entries | None:
     return out
 
 
-def _fixed(data: bytes, keys: dict[str, list[str | None]]) -> bytes | None:
-    """data with each key holding only the values it keeps (git's own writer); None when git refuses."""
+def _fixed(data: bytes, keys: dict[str, list[str | None]], beside: str) -> bytes | None:
+    """data with each key holding only the values it keeps (git's own writer); None when git refuses. Edited in
+    a directory made beside the file (never /tmp, which every sandbox shares)."""
     import tempfile
 
     from ai_sandbox.git import QUICK
     from ai_sandbox.git.run import _run
 
-    with tempfile.TemporaryDirectory(prefix="ai-sandbox-cfg-") as d:
+    with tempfile.TemporaryDirectory(prefix=".ai-sandbox-cfg-", dir=beside) as d:
         path = os.path.join(d, "config")
         with open(path, "wb") as f:
             f.write(data)
@@ -426,7 +453,7 @@ def _restore_one(g: Guarded, pid: int, common: str, root: str) -> list[str]:
     if len(keys) > MAX_KEYS:
         shown = ", ".join(printable(k) for k in ranked(list(keys))[:5])
         return [_whole(g, pid, f"{len(keys)} settings, among them {shown}")]
-    fixed = _fixed(data, keys)
+    fixed = _fixed(data, keys, os.path.dirname(os.path.realpath(g.path)))
     if fixed is None:
         return [_whole(g, pid)]
     _write(os.path.realpath(g.path) if g.link is not None else g.path, fixed)

@@ -46,6 +46,16 @@ def relocate(pairs: list[tuple[str, str]], home: str, agent: str) -> list[str]:
             continue
         if os.path.lexists(src) and not os.path.isfile(src):
             continue  # a directory or a device: not the agent's file; its own error will say so
+        where = os.path.dirname(dst)
+        if os.path.islink(where) or os.path.realpath(where) != where:
+            # a link stays read-only inside (writes.py), and the file would land where it leads: a dotfiles
+            # checkout, untracked, with an API key in it (twenty-fifth red team)
+            lines.append(
+                f"{agent} saves {shown} by rename in your home, read-only inside; ai-sandbox keeps such a file in "
+                f"{_tilde(where, home)}, but that is a link ({printable(os.path.realpath(where))}), read-only inside "
+                "too: nothing was moved; add its target to `writable` in your config.toml"
+            )
+            continue
         os.makedirs(os.path.dirname(dst), mode=0o700, exist_ok=True)
         if os.path.lexists(dst) and not (os.path.lexists(src) and os.path.samefile(src, dst)):
             raise ConfigError(

@@ -420,7 +420,10 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
     dirs = policy.in_git and any(m.is_dir for m in policy.masks)
     files = policy.in_git and not all(m.is_dir for m in policy.masks)  # a branch may track one (unwritten.py)
     nested = [os.path.join(policy.root, t.prefix.rstrip("/")) for t in prepared.trees if t.prefix]
-    settings = gitsettings.take(policy.root, nested) if policy.in_git else None
+    masked = [m.path for m in policy.masks]
+    settings = (
+        gitsettings.take(policy.root, nested, lambda p: any(fs.inside(p, m) for m in masked)) if policy.in_git else None
+    )
     if not (marks.needs or dirs or files or settings):
         return None
 

@@ -274,3 +274,76 @@ def test_many_git_directories_cannot_push_a_submodule_out_of_the_look(ws):
     sessions_ended(ws)
     assert res.rc == 0 and "@@done" in res.out, res.err
     assert not _ran_outside(ws, marker), "the user's git status ran a submodule's fsmonitor a session set"
+
+
+# Inside session A: every directory a later launch makes in /tmp, read the moment it appears (inotify)
+_TMP_READER = r"""
+import ctypes, os, select, struct, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(os.O_NONBLOCK)
+libc.inotify_add_watch(fd, b"/tmp", 0x100)
+print("@@armed", flush=True)
+end, out = time.time() + float(sys.argv[1]), []
+while time.time() < end:
+    if not select.select([fd], [], [], 0.2)[0]:
+        continue
+    buf, i = os.read(fd, 65536), 0
+    while i < len(buf):
+        _, _, _, n = struct.unpack_from("iIII", buf, i)
+        name = buf[i + 16 : i + 16 + n].rstrip(b"\0").decode(errors="replace")
+        i += 16 + n
+        where = os.path.join("/tmp", name)
+        for _ in range(20000):  # until a file in it is read, or it is gone
+            got = []
+            try:
+                for root, _, files in os.walk(where):
+                    got += [open(os.path.join(root, f), "rb").read().decode(errors="replace") for f in files]
+            except OSError:
+                pass
+            if any(got) or not os.path.isdir(where):
+                out += got
+                break
+print("@@read", *out, flush=True)
+"""
+
+
+def test_a_file_an_include_names_is_never_copied_where_a_session_can_read_it(ws):
+    """Twenty-fifth red team: session A planted a nested repository whose config includes (under a condition
+    never true) the hidden .env; the user's next launch, while A ran, read the include and wrote its bytes to
+    /tmp/ai-sandbox-cfg-*/config to parse them, where A copied them (first try, 4 of 4). A hidden file is never
+    read; what is read is parsed from git's stdin."""
+    from tests.security.test_between_sessions import _argv
+
+    _repo(ws)
+    secret = token("INCLUDESECRET")
+    ws.write(".gitignore", ".env\n")
+    ws.write(".env", secret + "\n")
+    ws.write("reader.py", _TMP_READER)
+    ws.git("init", "-q", "nested")
+    ws.git("-C", "nested", "config", "includeIf.onbranch:no-such-branch.path", str(ws.repo / ".env"))
+    if ws.user:
+        from tests.conftest import chown_tree
+
+        chown_tree(ws.base, ws.user)
+    cmd = [*_argv(ws), "--", "python3", "reader.py", "6"]
+    reader = subprocess.Popen(cmd, cwd=ws.repo, env=ws.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert reader.stdout is not None
+    assert b"@@armed" in reader.stdout.readline()
+    assert ws.run("--", "true").rc == 0
+    said = reader.communicate(timeout=60)[0].decode()
+    assert "@@read" in said, said
+    assert secret not in said, "a running session read a hidden file ai-sandbox copied into /tmp"
+
+
+def test_a_stopped_rebase_that_would_run_commands_is_named(ws):
+    """Twenty-fifth red team: a rebase the session left stopped, its list holding an `exec` line (beyond what
+    `git status` shows): the user's `git rebase --continue` runs it, outside."""
+    _repo(ws)
+    ws.git("commit", "-q", "--allow-empty", "-m", "second")
+    evil = ws.repo / "evil.sh"
+    script = f"git -c sequence.editor=\"sed -i '1i break'\" rebase -q -i -x {evil} HEAD~1 >/dev/null 2>&1; echo @@done"
+    res = ws.run("--", "sh", "-c", script)
+    sessions_ended(ws)
+    assert "@@done" in res.out, res.err
+    assert (ws.repo / ".git" / "rebase-merge" / "git-rebase-todo").exists()
+    assert any("rebase stopped whose list runs commands" in ln for ln in res.err.splitlines()), res.err

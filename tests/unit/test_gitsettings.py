@@ -96,3 +96,20 @@ def test_a_work_tree_may_lead_only_into_the_project_outside_its_git_directory(tm
     assert not _in_work(cfg, "../../hooks", str(root), common)  # the hooks: a checkout plants them
     assert not _in_work(cfg, str(tmp_path / "home" / ".local" / "bin"), str(root), common)
     assert not _in_work(cfg, None, str(root), common)
+
+
+def test_a_branch_may_name_only_a_remote_to_another_machine():
+    """git takes a name that is no remote for a path: a push there runs that repository's hooks."""
+    new = [
+        ("remote.origin.url", "https://example.invalid/r.git"),
+        ("branch.a.remote", "origin"),
+        ("branch.b.remote", "."),
+        ("branch.c.remote", ".git/x.git"),
+        ("branch.d.pushremote", "/tmp/bare.git"),
+        ("branch.e.remote", "mine"),
+    ]
+    old = [("remote.mine.url", "/srv/mine.git"), ("branch.e.remote", "mine")]
+    assert put_back(old, new + [("remote.mine.url", "/srv/mine.git")]) == {
+        "branch.c.remote": [],
+        "branch.d.pushremote": [],
+    }

@@ -60,3 +60,18 @@ def test_a_link_of_yours_elsewhere_is_left_and_named(tmp_path):
     lines = homefiles.relocate(homefiles.moves({"~/.a.json": "~/.agent/.a.json"}, str(home)), str(home), "Agent")
     assert len(lines) == 1 and "add that directory to `writable`" in lines[0]
     assert os.readlink(home / ".a.json") == str(tmp_path / "dotfiles" / "a.json")
+
+
+def test_nothing_moves_into_a_state_directory_that_is_a_link(tmp_path):
+    """~/.claude linked into a dotfiles checkout: the file would land there, untracked (an API key in a git
+    checkout), and the link stays read-only inside anyway."""
+    home = tmp_path / "home"
+    dotfiles = tmp_path / "dotfiles" / "agent"
+    dotfiles.mkdir(parents=True)
+    home.mkdir()
+    os.symlink(dotfiles, home / ".agent")
+    (home / ".a.json").write_text("mine")
+    lines = homefiles.relocate(homefiles.moves({"~/.a.json": "~/.agent/.a.json"}, str(home)), str(home), "Agent")
+    assert len(lines) == 1 and "nothing was moved" in lines[0]
+    assert (home / ".a.json").is_file() and not (home / ".a.json").is_symlink()
+    assert not (dotfiles / ".a.json").exists()

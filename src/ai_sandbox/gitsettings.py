@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable
 
 from ai_sandbox.fs import printable
-from ai_sandbox.records import record
+from ai_sandbox.records import factory, record
 
 LIMIT = 1 << 20  # a config file larger than this is not parsed: put back whole
 # files looked at: a bound against a session that makes thousands of git directories (a cap of 64 let 80 empty
@@ -95,9 +95,11 @@ def put_back(old: Entries, new: Entries) -> dict[str, list[str | None]]:
     # the remotes a branch may name: git takes any other name for a path (`branch.main.remote = .git/x.git`: the
     # user's plain `git push` ran the hooks of a bare repository made there, twenty-fifth red team)
     remotes = {
-        k[len("remote.") : -len(".url")]
+        name
         for k, v in new
         if k.startswith("remote.") and k.endswith(".url") and ((k, v) in old or safe(k, v))
+        # a name git reads as a remote's (valid_remote_nick): with a slash it is a path (twenty-sixth red team)
+        if (name := k[len("remote.") : -len(".url")]) not in ("", ".", "..") and not any(c in name for c in "/\\")
     }
     for key in dict.fromkeys(k for k, _ in new):
         before = [v for k, v in old if k == key]
@@ -139,7 +141,7 @@ class Settings:
     roots: list[str]  # the work trees whose index is asked for submodules at the end: the root's first
     indexes: list[tuple[int, int, int] | None]  # each root's index file at the launch: one unchanged is not asked
     hidden: Callable[[str], bool]  # what the launch hid: never read, never written
-    todo: tuple[str, bytes | None] = ("", None)  # a stopped rebase's todo list (its path, what the launch read)
+    stopped: list[tuple[str, bytes | None]] = factory(list)  # a stopped rebase's state (_stopped), as at the launch
 
 
 def take(root: str, nested: list[str] | None = None, hidden: Callable[[str], bool] | None = None) -> Settings | None:
@@ -155,6 +157,8 @@ def take(root: str, nested: list[str] | None = None, hidden: Callable[[str], boo
     files: list[Guarded] = []
     roots = [root, *(nested or [])]
     for r in roots[:MAX_FILES]:
+        if r != root and not _ours(r, root, common):
+            continue
         for path, config in _files_of(r):
             if not any(f.path == path for f in files):
                 files.append(_look(path, config))
@@ -162,11 +166,22 @@ def take(root: str, nested: list[str] | None = None, hidden: Callable[[str], boo
         if g.config and g.data and b"include" in g.data.lower():
             _add_includes(files, g, 0, hidden or _nothing)
     shown = [f for f in files if not (hidden and hidden(f.path))]
-    todo = os.path.join(own, "rebase-merge", "git-rebase-todo")
     return Settings(
         shown[:MAX_FILES], common, roots[:64], [_index_look(r) for r in roots[:64]], hidden or _nothing,
-        (todo, _read(todo)[1]),
+        [(p, _read(p)[1]) for p in _stopped(own)],
     )  # fmt: skip
+
+
+def _stopped(own: str) -> list[str]:
+    """The files of a stopped rebase or cherry-pick that name what `--continue` runs: the todo list's `exec`
+    lines, a merge strategy (`git merge-<strategy>`, found anywhere git looks, a relative path included:
+    twenty-sixth red team)."""
+    merge = os.path.join(own, "rebase-merge")
+    return [
+        os.path.join(merge, "git-rebase-todo"),
+        os.path.join(merge, "strategy"),
+        os.path.join(own, "sequencer", "opts"),
+    ]
 
 
 def _nothing(path: str) -> bool:
@@ -182,6 +197,17 @@ def _index_look(root: str) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return st.st_ino, st.st_size, st.st_ctime_ns  # ctime: no session can set it back
+
+
+def _ours(work: str, root: str, common: str) -> bool:
+    """The git directory of the repository at work lies in the project or in its git directory: what ai-sandbox
+    may rewrite. A `.git` file of a session's may name any directory (`gitdir: ~/.ssh`: the end rewrote the user's
+    ~/.ssh/config and global git config, outside the project: twenty-sixth red team)."""
+    from ai_sandbox.fs import inside
+    from ai_sandbox.git import git_dir_of
+
+    own = git_dir_of(work)
+    return bool(own) and (inside(own, os.path.realpath(root)) or inside(own, common))
 
 
 def _files_of(root: str, dotgit: bool = True) -> list[tuple[str, bool]]:
@@ -206,6 +232,7 @@ def restore(settings: Settings, pid: int) -> str | None:
         done: list[str] = []
         failed: list[str] = []
         known = {g.path for g in settings.files}
+        elsewhere: list[str] = []
         # made by the session: a submodule's or a worktree's git directory, with a config of its own, a pointer
         # to another common directory, a legacy remote; a submodule anywhere (`git status` recurses into it)
         late = [
@@ -218,7 +245,10 @@ def restore(settings: Settings, pid: int) -> str | None:
                         r
                         for r, look in zip(settings.roots, settings.indexes, strict=True)
                         if _index_look(r) != look or not look
-                    ]
+                    ],
+                    settings.roots[0],
+                    settings.common,
+                    elsewhere,
                 ),
             ]
             if p not in known and not settings.hidden(p)
@@ -234,15 +264,29 @@ def restore(settings: Settings, pid: int) -> str | None:
     except Exception as e:  # never a traceback: this is the user's one chance to hear of it
         return f"the repository's git settings could not be checked after the session ({type(e).__name__})"
     parts = []
-    todo, before = settings.todo
-    now = _read(todo)[1] if todo else None
-    if now is not None and now != before and re.search(rb"(?m)^\s*(x|exec)\s", now):
-        # `git rebase --continue` runs its `exec` lines, outside (twenty-fifth red team: the fifth of the list,
-        # where `git status` shows two)
+    if elsewhere:
         parts.append(
-            "the session left a rebase stopped whose list runs commands when you continue it (`exec` lines in "
-            f"{printable(todo)}): read it before `git rebase --continue`, or `git rebase --abort`"
+            f"a submodule in the index names a git directory outside the project ({printable(elsewhere[0])}"
+            f"{f' and {len(elsewhere) - 1} more' if len(elsewhere) > 1 else ''}): its settings were not looked at, and "
+            "`git status` runs what they say; if the session added it, `git rm --cached PATH` removes it"
         )
+    for path, before in settings.stopped:
+        now = _read(path)[1]
+        if now is None or now == before:
+            continue
+        # `--continue` runs the todo's `exec` lines (twenty-fifth red team: the fifth of the list, where `git
+        # status` shows two) and the merge strategy a file names (twenty-sixth)
+        runs = (
+            re.search(rb"(?m)^\s*(x|exec)\s", now)
+            if path.endswith("todo")
+            else (b"strategy" in now or path.endswith("strategy"))
+        )
+        if runs:
+            parts.append(
+                "the session left a rebase or cherry-pick stopped whose state runs commands when you continue it "
+                f"({printable(path)}): read it before `--continue`, or run `git rebase --abort` (`git cherry-pick --abort`)"
+            )
+            break
     if not done and not failed and not parts:
         return None
     if done:
@@ -307,9 +351,9 @@ def _a_worktrees_own(path: str, data: bytes | None) -> bool:
     return len(parts) == 4 and parts[1] == "worktrees" and parts[3] == "commondir" and data in (b"../..\n", b"../..")
 
 
-def _submodules_now(roots: list[str]) -> list[tuple[str, bool]]:
+def _submodules_now(roots: list[str], project: str, common: str, elsewhere: list[str]) -> list[tuple[str, bool]]:
     """The files of each submodule the work trees' indexes hold now (the session may have added one whose git
-    directory lies anywhere)."""
+    directory lies anywhere: one outside the project is named in elsewhere, never touched)."""
     from ai_sandbox.git import QUICK
     from ai_sandbox.git.run import _run
 
@@ -318,8 +362,12 @@ def _submodules_now(roots: list[str]) -> list[tuple[str, bool]]:
         proc = _run(["ls-files", "-z", "--stage"], root, timeout=QUICK)
         for entry in proc.stdout.split(b"\0")[:-1] if proc.returncode == 0 else []:
             if entry.startswith(b"160000 "):
-                rel = os.fsdecode(entry.split(b"\t", 1)[1])
-                out += _files_of(os.path.join(root, rel), dotgit=False)
+                sub = os.path.join(root, os.fsdecode(entry.split(b"\t", 1)[1]))
+                if not _ours(sub, project, common):
+                    if os.path.isfile(os.path.join(sub, ".git")):
+                        elsewhere.append(sub)
+                    continue
+                out += _files_of(sub, dotgit=False)
                 if len(out) >= MAX_FILES:
                     return out
     return out
@@ -400,27 +448,37 @@ def _entries(data: bytes) -> Entries | None:
     return out
 
 
-def _fixed(data: bytes, keys: dict[str, list[str | None]], beside: str) -> bytes | None:
-    """data with each key holding only the values it keeps (git's own writer); None when git refuses. Edited in
-    a directory made beside the file (never /tmp, which every sandbox shares)."""
-    import tempfile
+def _fixed(new: Entries, keys: dict[str, list[str | None]]) -> bytes | None:
+    """The config holding new's entries, each of keys with only the values it keeps, written out by ai-sandbox
+    (no copy edited on disk: a concurrent session swapped git's scratch copy for a link to the hidden .env,
+    and its bytes were written back as .git/config: twenty-sixth red team). Comments and layout are not kept.
+    None when git reads it otherwise than meant."""
+    left = {k: list(v) for k, v in keys.items()}
+    kept: Entries = []
+    for k, v in new:
+        if k in left:
+            if v not in left[k]:
+                continue
+            left[k].remove(v)
+        kept.append((k, v))
+    lines: list[str] = []
+    head = None
+    for k, v in kept:
+        section, _, rest = k.partition(".")
+        sub, _, var = rest.rpartition(".")
+        if (section, sub) != head:
+            head = (section, sub)
+            sub_q = sub.replace("\\", "\\\\").replace('"', '\\"')  # in a section name, only these two escape
+            lines.append(f"[{section}]" if not sub else f'[{section} "{sub_q}"]')
+        lines.append(f"\t{var}" if v is None else f"\t{var} = {_quoted(v)}")
+    data = ("\n".join(lines) + "\n").encode() if lines else b""
+    return data if _entries(data) == kept else None
 
-    from ai_sandbox.git import QUICK
-    from ai_sandbox.git.run import _run
 
-    with tempfile.TemporaryDirectory(prefix=".ai-sandbox-cfg-", dir=beside) as d:
-        path = os.path.join(d, "config")
-        with open(path, "wb") as f:
-            f.write(data)
-        for key, keep in keys.items():
-            if _run(["config", "--file", path, "--unset-all", key], d, timeout=QUICK).returncode not in (0, 5):
-                return None
-            for v in keep:
-                if _run(["config", "--file", path, "--add", key, "true" if v is None else v], d,
-                        timeout=QUICK).returncode != 0:  # fmt: skip
-                    return None
-        with open(path, "rb") as f:
-            return f.read()
+def _quoted(s: str) -> str:
+    """s as a quoted config string (git's escapes; a raw newline is not allowed there)."""
+    esc = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t").replace("\b", "\\b")
+    return f'"{esc}"'
 
 
 def _restore_one(g: Guarded, pid: int, common: str, root: str) -> list[str]:
@@ -453,7 +511,7 @@ def _restore_one(g: Guarded, pid: int, common: str, root: str) -> list[str]:
     if len(keys) > MAX_KEYS:
         shown = ", ".join(printable(k) for k in ranked(list(keys))[:5])
         return [_whole(g, pid, f"{len(keys)} settings, among them {shown}")]
-    fixed = _fixed(data, keys, os.path.dirname(os.path.realpath(g.path)))
+    fixed = _fixed(new, keys)
     if fixed is None:
         return [_whole(g, pid)]
     _write(os.path.realpath(g.path) if g.link is not None else g.path, fixed)
@@ -498,7 +556,7 @@ def _whole(g: Guarded, pid: int, what: str = "") -> str:
 
 def _write(path: str, data: bytes) -> None:
     """Replace path with data (a new file renamed over it: never through a link the session put there)."""
-    tmp = f"{path}.ai-sandbox-tmp"
+    tmp = f"{path}.ai-sandbox-{os.urandom(6).hex()}"
     try:
         mode = os.lstat(path).st_mode & 0o777 if os.path.isfile(path) and not os.path.islink(path) else 0o644
     except OSError:

@@ -346,4 +346,63 @@ def test_a_stopped_rebase_that_would_run_commands_is_named(ws):
     sessions_ended(ws)
     assert "@@done" in res.out, res.err
     assert (ws.repo / ".git" / "rebase-merge" / "git-rebase-todo").exists()
-    assert any("rebase stopped whose list runs commands" in ln for ln in res.err.splitlines()), res.err
+    assert any("stopped whose state runs commands" in ln for ln in res.err.splitlines()), res.err
+
+
+# --- the twenty-sixth red team ----------------------------------------------------------------------------------
+
+
+def test_a_remote_named_like_a_path_is_no_remote(ws):
+    """A remote named `/…/.git/x.git` with a network URL: git ignores a remote whose name holds a slash and takes
+    the name for a path, so `branch.main.remote` naming it pushed to the bare repository there and ran its hook."""
+    marker = _repo(ws)
+    bare = ws.repo / ".git" / "x.git"
+    branch = ws.git("rev-parse", "--abbrev-ref", "HEAD").strip()
+    script = (
+        f"git init -q --bare {bare} && printf '#!/bin/sh\\necho ran >> {marker}\\n' > {bare}/hooks/pre-receive && "
+        f"chmod +x {bare}/hooks/pre-receive && git config 'remote.{bare}.url' https://example.invalid/r.git && "
+        f"git config branch.{branch}.remote {bare} && git config branch.{branch}.merge refs/heads/{branch} && echo @@done"
+    )
+    res = ws.run("--", "sh", "-c", script)
+    sessions_ended(ws)
+    assert res.rc == 0 and "@@done" in res.out, res.err
+    assert _config(ws, "--get-all", f"branch.{branch}.remote") == ""
+    assert not _ran_outside(ws, marker, ["push"]), "the user's git push ran a hook a session wrote"
+
+
+def test_a_stopped_rebase_naming_a_merge_strategy_is_named(ws):
+    """`git rebase --continue` runs `git merge-<strategy>` the state names, found even as a relative path."""
+    _repo(ws)
+    ws.git("commit", "-q", "--allow-empty", "-m", "second")
+    script = (
+        "git -c sequence.editor=\"sed -i '1i break'\" rebase -q -i HEAD~1 >/dev/null 2>&1; "
+        "echo /x > .git/rebase-merge/strategy; echo @@done"
+    )
+    res = ws.run("--", "sh", "-c", script)
+    sessions_ended(ws)
+    assert "@@done" in res.out, res.err
+    assert any("stopped whose state runs commands" in ln for ln in res.err.splitlines()), res.err
+
+
+def test_a_submodule_pointing_outside_the_project_is_never_rewritten(ws):
+    """Gitlinks whose `.git` files named the user's ~/.ssh and ~/.config/git: the end rewrote their `config`
+    files (the global git config stripped, ~/.ssh/config moved aside), outside the project."""
+    _repo(ws)
+    ssh = ws.home / ".ssh"
+    ssh.mkdir(exist_ok=True)
+    (ssh / "config").write_text("Host *\n  ServerAliveInterval 30\n")
+    (ws.home / ".config" / "git").mkdir(parents=True, exist_ok=True)
+    (ws.home / ".config" / "git" / "config").write_text("[alias]\n\tst = status\n")
+    before = {p: p.read_text() for p in (ssh / "config", ws.home / ".config" / "git" / "config")}
+    oid = ws.git("rev-parse", "HEAD").strip()
+    script = (
+        f"mkdir a b && echo 'gitdir: {ssh}' > a/.git && echo 'gitdir: {ws.home}/.config/git' > b/.git && "
+        f"git update-index --add --cacheinfo 160000,{oid},a --cacheinfo 160000,{oid},b && echo @@done"
+    )
+    res = ws.run("--", "sh", "-c", script)
+    sessions_ended(ws)
+    assert "@@done" in res.out, res.err
+    for path, text in before.items():
+        assert path.is_file() and path.read_text() == text, f"{path} was changed by ai-sandbox"
+    assert sorted(p.name for p in ssh.iterdir()) == ["config"]
+    assert any("outside the project" in ln for ln in res.err.splitlines()), res.err

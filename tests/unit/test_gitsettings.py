@@ -113,3 +113,23 @@ def test_a_branch_may_name_only_a_remote_to_another_machine():
         "branch.c.remote": [],
         "branch.d.pushremote": [],
     }
+
+
+def test_the_rewritten_config_is_read_by_git_as_meant():
+    """_fixed writes the config out itself (no copy edited on disk, which a concurrent session swapped for a
+    link): git must read back exactly the entries kept, whatever they hold."""
+    from ai_sandbox.gitsettings import _entries, _fixed
+
+    new = [
+        ("core.bare", "false"),
+        ('remote.a b\\"c.url', 'https://h/x "y" \\ z\ttab'),
+        ('remote.a b\\"c.fetch', "+refs/heads/*:refs/remotes/o/*"),
+        ("user.name", " lead and trail ; # "),
+        ("core.fsmonitor", "evil"),
+        ("branch.x.y.remote", "origin"),
+        ("core.symlinks", None),
+        ("user.email", "line\nbreak"),
+    ]
+    data = _fixed(new, {"core.fsmonitor": []})
+    assert data is not None
+    assert _entries(data) == [e for e in new if e[0] != "core.fsmonitor"]

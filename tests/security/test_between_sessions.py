@@ -695,8 +695,11 @@ def test_a_worktree_forged_at_the_home_is_not_read(ws, firejail):
 def test_a_fifo_the_repository_config_includes_never_hangs_the_next_launch(ws, firejail):
     """T2: a session adds `[include] path = inc` to .git/config and makes .git/inc a FIFO nobody writes: every git
     call of ai-sandbox hung at the next launch (and the watcher's release of the index marks). Each call has a
-    time limit now; the first question of a launch, 20 s."""
-    _session(ws, "mkfifo .git/inc && printf '[include]\\n\\tpath = inc\\n' >> .git/config")
+    time limit now; the first question of a launch, 20 s. Left as a session leaves it whose end never ran: the end
+    removes the include (gitsettings.py), the launch must hold alone."""
+    _session(ws, "mkfifo .git/inc")
+    with open(ws.repo / ".git" / "config", "a") as f:
+        f.write("[include]\n\tpath = inc\n")
     started = time.monotonic()
     res = _show(ws.run("--", "sh", "-c", "echo @@read", timeout=90))
     assert time.monotonic() - started < 60

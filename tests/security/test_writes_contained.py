@@ -99,11 +99,11 @@ def test_the_places_the_work_needs_stay_writable(ws, firejail):
     assert mark in (ws.home / ".cache" / "x").read_text()
     os.unlink(f"/tmp/ais-writes-{mark}")
     # git's ordinary writes: config (remote add, user.email), a commit, a branch
-    script = "git config user.email me@example.invalid && git config user.name me && git remote add o /nowhere && git checkout -qb b && " \
+    script = "git config user.email me@example.invalid && git config user.name me && git remote add o https://example.invalid/o.git && git checkout -qb b && " \
         "git commit -q --allow-empty -m m && echo @@git-ok"  # fmt: skip
     res = ws.run("--", "sh", "-c", script)
     assert "@@git-ok" in res.out, res.err
-    assert ws.git("config", "remote.o.url").strip() == "/nowhere"
+    assert ws.git("config", "remote.o.url").strip() == "https://example.invalid/o.git"
 
 
 def test_the_protected_places_cannot_be_renamed_away(ws, firejail):

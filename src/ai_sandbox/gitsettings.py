@@ -327,7 +327,7 @@ def _config_paths(common: str, own: str) -> list[str]:
         out.append(os.path.join(own, "config.worktree"))
     for d in _subdirs(os.path.join(common, "worktrees")):
         out.append(os.path.join(d, "config.worktree"))
-    for m in _modules(os.path.join(common, "modules"), 0):
+    for m in submodule_dirs(os.path.join(common, "modules"), 0):
         out += [os.path.join(m, "config"), os.path.join(m, "config.worktree")]
     return list(dict.fromkeys(out))[:MAX_FILES]
 
@@ -338,7 +338,7 @@ def _pointer_paths(common: str, own: str) -> list[str]:
     `remotes/<name>` and `branches/<name>` files, which name a URL without the config."""
     out = [os.path.join(own or common, "commondir")]
     out += [os.path.join(d, "commondir") for d in _subdirs(os.path.join(common, "worktrees"))]
-    out += [os.path.join(m, "commondir") for m in _modules(os.path.join(common, "modules"), 0)]
+    out += [os.path.join(m, "commondir") for m in submodule_dirs(os.path.join(common, "modules"), 0)]
     for legacy in ("remotes", "branches"):
         with contextlib.suppress(OSError):
             out += sorted(e.path for e in os.scandir(os.path.join(common, legacy)) if not e.is_dir())
@@ -380,16 +380,17 @@ def _subdirs(base: str) -> list[str]:
         return []
 
 
-def _modules(base: str, depth: int) -> list[str]:
-    """Submodules' git directories under modules/ (a name may hold slashes; nested ones have modules/ too)."""
+def submodule_dirs(base: str, depth: int = 0) -> list[str]:
+    """Submodules' git directories under modules/, those holding a HEAD (a name may hold slashes; nested ones have
+    modules/ of their own). The launch's writes plan protects their hooks too."""
     out = []
     for d in _subdirs(base):
         if os.path.lexists(os.path.join(d, "HEAD")):
             out.append(d)
             if depth < 4:
-                out += _modules(os.path.join(d, "modules"), depth + 1)
+                out += submodule_dirs(os.path.join(d, "modules"), depth + 1)
         elif depth < 4:
-            out += _modules(d, depth + 1)
+            out += submodule_dirs(d, depth + 1)
     return out
 
 

@@ -250,7 +250,7 @@ def _writes(
         own = git.git_dir_of(root)
         if own and not fs.inside(own, gits[0]):
             gits.append(own)
-    modules = [m for g in gits for m in _submodule_dirs(os.path.join(g, "modules"))]
+    modules = [m for g in gits for m in gitsettings.submodule_dirs(os.path.join(g, "modules"))]
     owner = profile
     if not profile.path:
         owner = profiles.find(os.path.basename(profile.executable), paths.config_home(env)) or profile
@@ -271,24 +271,6 @@ def _writes(
         modules=modules,
         on_path=on_path,
     )
-
-
-def _submodule_dirs(base: str, depth: int = 0) -> list[str]:
-    """The git directories under <git dir>/modules (a submodule's name may hold slashes; nested submodules have
-    modules/ of their own): those holding a HEAD. One failed listing where there is none."""
-    try:
-        entries = [e for e in os.scandir(base) if e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return []
-    out = []
-    for e in entries:
-        if os.path.lexists(os.path.join(e.path, "HEAD")):
-            out.append(e.path)
-            if depth < 4:
-                out += _submodule_dirs(os.path.join(e.path, "modules"), depth + 1)
-        elif depth < 4:
-            out += _submodule_dirs(e.path, depth + 1)
-    return out
 
 
 class _Checkout:

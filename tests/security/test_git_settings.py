@@ -216,19 +216,24 @@ def test_thousands_of_settings_cannot_delay_the_removal(ws):
     assert "core.fsmonitor" in line and "3001" in line, line
 
 
+def _gitlink_with_fsmonitor(gitdir: str, evil: Path) -> str:
+    """A session's script: a gitlink `vendor` whose `.git` file names gitdir, a repository whose core.fsmonitor is
+    evil (twenty-fourth red team)."""
+    return (
+        f"git init -q --bare {gitdir} && mkdir vendor && echo 'gitdir: ../{gitdir}' > vendor/.git && "
+        "git -C vendor config core.bare false && git -C vendor config core.worktree .. && "
+        "git -C vendor -c user.name=x -c user.email=x@x commit -q --allow-empty -m x && "
+        f"git -C vendor config core.fsmonitor {evil} && "
+        f"git update-index --add --cacheinfo 160000,$(git --git-dir={gitdir} rev-parse HEAD),vendor && echo @@done"
+    )
+
+
 def test_a_submodule_the_session_made_anywhere_is_looked_at(ws):
     """A gitlink whose `.git` file names a git directory inside .git but outside modules/: the user's
     `git status` at the project's root recursed into it and ran its core.fsmonitor."""
     marker = _repo(ws)
     evil = ws.repo / "evil.sh"
-    script = (
-        "git init -q --bare .git/lfs-cache.git && mkdir vendor && echo 'gitdir: ../.git/lfs-cache.git' > vendor/.git && "
-        "git -C vendor config core.bare false && git -C vendor config core.worktree .. && "
-        "git -C vendor -c user.name=x -c user.email=x@x commit -q --allow-empty -m x && "
-        f"git -C vendor config core.fsmonitor {evil} && "
-        "git update-index --add --cacheinfo 160000,$(git --git-dir=.git/lfs-cache.git rev-parse HEAD),vendor && "
-        "echo @@done"
-    )
+    script = _gitlink_with_fsmonitor(".git/lfs-cache.git", evil)
     res = ws.run("--", "sh", "-c", script)
     sessions_ended(ws)
     assert res.rc == 0 and "@@done" in res.out, res.err
@@ -261,14 +266,8 @@ def test_many_git_directories_cannot_push_a_submodule_out_of_the_look(ws):
     """Eighty empty directories in .git/worktrees filled the 64 files looked at before the submodule's config."""
     marker = _repo(ws)
     evil = ws.repo / "evil.sh"
-    script = (
-        "i=0; while [ $i -lt 80 ]; do mkdir -p .git/worktrees/a$i; i=$((i+1)); done; "
-        "git init -q --bare .git/modules/zz && mkdir vendor && echo 'gitdir: ../.git/modules/zz' > vendor/.git && "
-        "git -C vendor config core.bare false && git -C vendor config core.worktree .. && "
-        "git -C vendor -c user.name=x -c user.email=x@x commit -q --allow-empty -m x && "
-        f"git -C vendor config core.fsmonitor {evil} && "
-        "git update-index --add --cacheinfo 160000,$(git --git-dir=.git/modules/zz rev-parse HEAD),vendor && "
-        "echo @@done"
+    script = "i=0; while [ $i -lt 80 ]; do mkdir -p .git/worktrees/a$i; i=$((i+1)); done; " + _gitlink_with_fsmonitor(
+        ".git/modules/zz", evil
     )
     res = ws.run("--", "sh", "-c", script)
     sessions_ended(ws)

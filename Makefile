@@ -52,7 +52,7 @@ lint: $(BIN)/pytest
 	$(BIN)/mypy
 
 test: system-deps $(BIN)/pytest lint
-	$(BIN)/pytest -q -rs
+	$(BIN)/pytest -q -rfEs
 
 unit: $(BIN)/pytest
 	$(BIN)/pytest -q tests/unit

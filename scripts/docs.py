@@ -10,7 +10,8 @@ A generated part sits between `<!-- NAME:start … -->` and `<!-- NAME:end -->`.
 
 The runs need no root and no sandbox: they are the commands that start no agent (explain, init, --dry-run,
 alias, profiles). So that a sample reads the same on every machine, each run pins firejail as the backend
-that works here (`/usr/bin/firejail`, its real start not tried): the policy, the verdicts and the generated
+that works here (`/usr/bin/firejail`, its real start not tried) and the agent's account as a normal user's
+whose home is the demo's: the policy, the verdicts and the generated
 command are ai-sandbox's own, whatever is installed. Samples only a real sandbox produces (doctor, a launch's
 own lines) are checked by tests/integration/test_docs_samples.py instead.
 
@@ -62,8 +63,12 @@ def _pinned(argv: list[str]) -> int:
     from ai_sandbox import tools
 
     tools._found["firejail"] = "/usr/bin/firejail"
+    from ai_sandbox import launch
     from ai_sandbox.backends import firejail
     from ai_sandbox.main import main
+
+    # a normal user whose account's home is the demo's: the write rules read the same as root and as any user
+    setattr(launch, "_account", lambda backend: (1000, os.environ["HOME"]))  # noqa: B010
 
     # setattr: mypy refuses an assignment to a method
     setattr(firejail.Firejail, "unavailable", lambda self: None)  # noqa: B010

@@ -68,7 +68,7 @@ class UserConfig:
     image: str = ""
     mounts: list[str] = factory(list)  # more host paths for the docker backend
     max_masks: int = 0  # 0: the backend's own limit
-    confine_writes: bool = False  # writes only where the work is (writes.py); opt-in until the agents' own state fits
+    confine_writes: bool = True  # writes only where the work is (writes.py): nothing planted runs later outside
     writable: list[tuple[str, Source]] = factory(list)  # (absolute path, where it was written): writable inside too
 
 
@@ -450,17 +450,17 @@ USER_KEYS = (
     Key(
         "confine_writes",
         "bool",
-        False,
-        "true: the agent writes only the project, its git directory, its own state, build caches, temporary "
-        "directories and `writable`, so nothing it plants runs later outside; off by default for now (see [what "
-        "the agent can write](writes.md))",
+        True,
+        "the agent writes only the project, its git directory, its own state, build caches, temporary "
+        "directories and `writable`, so nothing it plants runs later outside; false lets it write wherever file "
+        "modes allow (see [what the agent can write](writes.md))",
     ),
     Key(
         "writable",
         "list",
         (),
-        "more directories or files the agent may write (e.g. `~/.local/share/pnpm`); only in this file, never in "
-        "a project's",
+        "more directories or files the agent may write (e.g. `~/.local/share/pnpm`; the docker backend mounts "
+        "them read-write); only in this file, never in a project's",
         items="absolute or `~/` paths",
         each=_writable,
     ),

@@ -292,8 +292,8 @@ def _writes_check(prepared: Prepared) -> Check:
         return Check(
             "writes",
             "warn",
-            "not confined: the agent can plant what runs later outside (rc files, git hooks)",
-            "set confine_writes = true in your config (see docs/writes.md for what Claude Code loses there today)",
+            "not confined (confine_writes = false): the agent can plant what runs later outside (rc files, git hooks)",
+            "remove confine_writes = false from your config (see docs/writes.md)",
         )
     shown = ", ".join(p.path for p in w.open if p.path not in ("/tmp", "/var/tmp", "/dev/shm"))
     return Check(

@@ -147,7 +147,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True, assume:
         engine=req.engine or user_cfg.engine,
         image=req.image or profile.image or user_cfg.image,
         home=profile.home,
-        mounts=user_cfg.mounts,
+        mounts=[*user_cfg.mounts, *(path for path, _ in user_cfg.writable)],  # the container sees only mounts
         cwd=cwd,
     )
     unusable = None
@@ -224,6 +224,18 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True, assume:
     )  # fmt: skip
 
 
+def _account(backend: Backend) -> tuple[int, str | None]:
+    """The uid the agent runs as (a backend may run it as another user) and that account's home, if any."""
+    import pwd
+
+    user = getattr(backend, "user", None)
+    uid = user[0] if user else os.geteuid()
+    try:
+        return uid, pwd.getpwuid(uid).pw_dir
+    except KeyError:
+        return uid, None
+
+
 def _writes(
     user_cfg: config.UserConfig,
     profile: profiles.Profile,
@@ -237,13 +249,10 @@ def _writes(
     the command), the user's `writable`."""
     if not user_cfg.confine_writes:
         return writes.Writes()
-    import pwd
-
-    user = getattr(backend, "user", None)
-    uid = user[0] if user else os.geteuid()
+    uid, account_home = _account(backend)
     homes = [os.path.realpath(env.get("HOME") or os.path.expanduser("~"))]
-    with contextlib.suppress(KeyError):
-        homes.append(os.path.realpath(pwd.getpwuid(uid).pw_dir))
+    if account_home:
+        homes.append(os.path.realpath(account_home))
     gits: list[str] = []
     if repo is not None:
         gits.append(os.path.realpath(repo.common_dir))

@@ -155,7 +155,7 @@ def dry_run(prepared: Prepared, req: Request, unenforced: list[Mask] | None = No
 
 
 UNCONFINED = (
-    "writes are not confined (confine_writes = true confines them): the agent writes wherever file modes let it"
+    "writes are not confined (your config says confine_writes = false): the agent writes wherever file modes let it"
 )
 
 

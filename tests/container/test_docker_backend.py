@@ -226,3 +226,26 @@ def test_a_command_line_past_arg_max_is_one_clear_line(ws_self, container):
     assert "Argument list too long" in res.err and "lower max_masks" in res.err
     assert len(res.err.strip().splitlines()) == 1 and "Traceback" not in res.err
     assert not marker.exists()
+
+
+def test_nothing_planted_in_the_container_runs_later_outside(ws_self, container):
+    """Write containment (docs/writes.md) in the container: the home is a tmpfs (the agent's state and the user's
+    mounts aside), the git hooks and editor settings are read-only mounts; the project and the user's `writable`
+    take writes back to the host."""
+    ws = ws_self
+    (ws.home / ".bashrc").write_text("# the user's\n")
+    (ws.home / "extra").mkdir()
+    (ws.repo / ".vscode").mkdir()
+    ws.config_file.write_text('writable = ["~/extra"]\n')
+    mark = "PLANTED-" + os.urandom(4).hex()
+    planted = ["~/.bashrc", "~/.local/bin/git", "~/.gitconfig", ".git/hooks/pre-commit", ".vscode/tasks.json"]
+    script = "; ".join(f'(mkdir -p "$(dirname {p})"; echo {mark} >> {p}) 2>/dev/null' for p in planted)
+    script += f"; echo {mark} > ~/extra/kept; echo {mark} > work.txt; true"
+    res = container("--", "sh", "-c", script)
+    assert res.rc == 0, res.err
+    for p in planted:
+        host = ws.home / p[2:] if p.startswith("~/") else ws.repo / p
+        assert not host.exists() or mark not in host.read_text(), p
+    assert (ws.home / ".bashrc").read_text() == "# the user's\n"
+    assert mark in (ws.home / "extra" / "kept").read_text()  # the user's writable: mounted read-write
+    assert mark in (ws.repo / "work.txt").read_text()

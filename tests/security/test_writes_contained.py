@@ -1,7 +1,7 @@
 """What an agent steered by what it reads cannot plant: nothing that runs later outside the sandbox (issue 27's
-table), on the real sandbox, as root and as a user, with `confine_writes = true` (off by default for now:
-docs/writes.md). Each write must fail inside, and
-nothing may reach the host; each write the work needs must reach it.
+table), on the real sandbox, as root and as a user, with the default config (write containment is on unless
+the user's config says `confine_writes = false`: docs/writes.md). Each write must fail inside, and nothing may
+reach the host; each write the work needs must reach it.
 
 The paths probed are in the suite's own home (HOME), the project, its git directory, and as root a name of the
 suite's own in /etc: a write there would be a write to /etc/ld.so.preload as well.
@@ -44,7 +44,8 @@ PLANTED = {
 
 
 def _confine(ws: Workspace, more: str = "") -> None:
-    ws.config_file.write_text("confine_writes = true\n" + more)
+    """The user config holds only `more`: containment is the default."""
+    ws.config_file.write_text(more)
 
 
 def _setup(ws: Workspace) -> None:
@@ -223,13 +224,22 @@ def test_explain_lists_each_place_with_its_origin_and_the_project_cannot_widen(w
     assert len(res.err.strip().splitlines()) == 1
 
 
-def test_off_by_default_and_said(ws, firejail):
+def test_on_by_default_and_off_only_when_the_user_says_so(ws, firejail):
+    assert not ws.config_file.exists()  # no user config at all: the defaults
+    mark = token("ON")
+    res = _probe(ws, ["~/x"], mark)
+    assert "@@no ~/x" in res.out
+    assert not (ws.home / "x").exists()
+    assert "writes are not confined" not in ws.run("--dry-run", "--", "true").out
+    ws.config_file.write_text("confine_writes = false\n")
     mark = token("OFF")
     res = _probe(ws, ["~/x"], mark)
     assert "@@ok ~/x" in res.out
     assert mark in (ws.home / "x").read_text()
     res = ws.run("--dry-run", "--", "true")
-    assert "writes are not confined" in res.out
+    assert "writes are not confined (your config says confine_writes = false)" in res.out
+    doctor = ws.run("doctor")
+    assert "! writes: not confined (confine_writes = false)" in doctor.out, doctor.out
     assert stat.S_ISREG((ws.home / "x").stat().st_mode)
 
 

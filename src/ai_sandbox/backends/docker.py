@@ -110,8 +110,8 @@ class Docker:
         return None
 
     def roots(self, policy: Policy, env: Mapping[str, str]) -> tuple[list[str], list[str]]:
-        """Host paths mounted read-write (the project, the agent's home state, the user's extra mounts),
-        and the state directories to create first so what the agent writes lands on the host."""
+        """Host paths mounted read-write (the project, the agent's home state, the user's extra mounts and
+        `writable` places), and the state directories to create first so what the agent writes lands on the host."""
         out, create = [policy.root], []
         for p in [*self.settings.home, *self.settings.mounts]:
             if any(c in p for c in "*?["):
@@ -149,7 +149,7 @@ class Docker:
         # write containment (writes.py): the container holds only what is mounted; inside the mounts, the
         # protected places are read-only, the directory above each a mount of its own (no rename moves it)
         for a in policy.writes.anchors:
-            if any(inside(a, r) for r in roots) and os.path.isdir(a):
+            if a not in roots and any(inside(a, r) for r in roots) and os.path.isdir(a):  # a root is one already
                 cmd += ["--mount", mount_arg(type="bind", source=a, target=a)]
         for place in policy.writes.read_only:
             if any(inside(place.path, r) for r in roots) and os.path.lexists(place.path):

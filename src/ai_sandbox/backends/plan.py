@@ -21,7 +21,7 @@ class Settings:
     engine: str = "docker"  # the container CLI: docker or podman
     image: str = ""
     home: list[str] = factory(list)  # the agent's home state (its profile's `home`)
-    mounts: list[str] = factory(list)  # the user's extra paths for the container
+    mounts: list[str] = factory(list)  # the user's extra paths for the container: `mounts` and `writable`
     cwd: str = ""
 
 

@@ -295,11 +295,12 @@ def _writes_check(prepared: Prepared) -> Check:
             "not confined (confine_writes = false): the agent can plant what runs later outside (rc files, git hooks)",
             "remove confine_writes = false from your config (see docs/writes.md)",
         )
-    shown = ", ".join(p.path for p in w.open if p.path not in ("/tmp", "/var/tmp", "/dev/shm"))
+    # the places themselves vary with the tools installed (a cache is writable when its tool is): explain lists them
     return Check(
         "writes",
         "ok",
-        f"confined: the agent writes {shown or 'the project'} and temporary files; the rest is read-only",
+        "confined: the agent writes the project, its git directory, its own state, build caches and temporary "
+        "files (`ai-sandbox explain` lists them); the rest is read-only",
     )
 
 

@@ -6,7 +6,6 @@ and replaces itself with the backend: the terminal, signals and exit status belo
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import sys

@@ -44,6 +44,11 @@ def _refused(res: Result, *secrets: str) -> str:
     return lines[0]
 
 
+# The attacks that move what lies outside the project (the home, /tmp): with write containment (the default) the
+# move itself fails (test_writes_contained.py); the record must hold for a user who turned containment off too.
+UNCONFINED = "confine_writes = false\n"
+
+
 def _repo(ws: Workspace, path: Path) -> None:
     ws.git("init", "-q", "-b", "main", str(path))
     ws.git("commit", "-q", "--allow-empty", "-m", "init", cwd=path)
@@ -69,6 +74,9 @@ def test_a_global_block_whose_directory_a_session_moved_refuses_every_later_laun
     other = ws.base / "other"
     _repo(ws, other)
     _session(ws, f"cat ~/.aws/credentials; {MOVES_IN_HOME[move]}")
+    assert (ws.home / ".aws" / "credentials").exists()  # confined (the default): the home is read-only inside
+    ws.config_file.write_text(UNCONFINED + 'block = ["~/.aws/credentials"]\n')
+    _session(ws, f"cat ~/.aws/credentials; {MOVES_IN_HOME[move]}")
     moved = {"beside": ".aws_old", "deeper": "x/y/aws"}[move]
     assert (ws.home / moved / "credentials").read_text() == secret + "\n"  # the move really happened
     read = f"echo @@read; cat ~/{moved}/credentials; true"
@@ -93,7 +101,7 @@ def test_a_session_launched_from_the_home_itself_cannot_unrecord_a_global_block(
     (ws.home / ".aws").mkdir()
     (ws.home / ".aws" / "credentials").write_text(secret + "\n")
     # warn: the watcher would end the session for the hidden file it replaces, racing the shell (stock Debian 13)
-    ws.config_file.write_text('block = ["~/.aws/credentials"]\non_hidden_change = "warn"\n')
+    ws.config_file.write_text(UNCONFINED + 'block = ["~/.aws/credentials"]\non_hidden_change = "warn"\n')
     _show(ws.run("--", "true"))
     decoy = "mkdir ~/.aws && echo decoy > ~/.aws/credentials"
     res = ws.run("--", "sh", "-c", f"cat ~/.aws/credentials; {MOVES_IN_HOME[move]} && {decoy}", cwd=ws.home)
@@ -110,7 +118,7 @@ def test_a_global_block_a_session_moved_into_its_project_and_ignored_there_refus
     secret = token("AWSSECRET")
     (ws.home / ".aws").mkdir()
     (ws.home / ".aws" / "credentials").write_text(secret + "\n")
-    ws.config_file.write_text('block = ["~/.aws/credentials"]\n')
+    ws.config_file.write_text(UNCONFINED + 'block = ["~/.aws/credentials"]\n')
     other = ws.base / "other"
     _repo(ws, other)
     proj = ws.home / "projq"  # in the home: a rename there moves ~/.aws (from the repository it would be a copy)
@@ -551,7 +559,8 @@ def test_a_filter_a_session_plants_never_runs_outside_when_the_marks_are_set_or_
     payload.write_text(f"#!/bin/sh\ncat {ws.repo}/.env >> {pwned} 2>/dev/null; cat\n")
     payload.chmod(0o755)
     # --global: the repository's config loses them at the session's end (gitsettings.py); ai-sandbox's own index
-    # writes must run no filter whatever config defines one
+    # writes must run no filter whatever config defines one. Unconfined: confined, ~/.gitconfig is read-only
+    ws.config_file.write_text(UNCONFINED)
     plant = f"git config --global filter.x.clean {payload} && git config --global filter.x.process {payload} && "
     plant += "echo '* filter=x' >> .git/info/attributes"
     for _ in range(3):  # the racy-clean check needs a file as new as the index: touched each time
@@ -804,6 +813,7 @@ def test_a_work_tree_a_session_moves_has_its_marks_cleared_where_it_went(ws, fir
     been, and the next launch took the bit for the user's own: the user's edits never reached `commit -a`. The end
     of the session now finds the work tree where it went (a descriptor held on it since the launch)."""
     secret = token("TFSECRET")
+    ws.config_file.write_text(UNCONFINED)
     rel, move, moved = MOVE_TREE[how]
     tree = ws.repo / rel if rel else ws.repo
     if rel:
@@ -937,6 +947,7 @@ def test_a_work_tree_replaced_at_its_old_path_has_its_marks_cleared_where_it_wen
     link it cleared the other repository's mark, the user's. The end of the session now goes by the descriptor it
     held on the work tree since the launch, and asks git there only."""
     secret = token("TFSECRET")
+    ws.config_file.write_text(UNCONFINED)
     rel, move, moved = REPLACED[how]
     tree = ws.repo / rel if rel else ws.repo
     if rel:
@@ -989,6 +1000,7 @@ def test_a_nested_clone_the_session_carries_out_of_the_project_keeps_what_was_hi
     project's overlaps nothing there. A root never launched before now looks, in every record, for directories
     moved into its trees."""
     secret = token("CARRIEDSECRET")
+    ws.config_file.write_text(UNCONFINED)
     lib = ws.repo / "lib"
     _repo(ws, lib)
     (lib / ".gitignore").write_text(".env\n")
@@ -1007,6 +1019,7 @@ def test_a_git_file_the_session_points_at_another_repository_never_gets_its_mark
     same directory, cleared that repository's mark and forgot its own. The end of the session now asks git only
     when the work tree's git directory is the one its marks were set in, and says so otherwise."""
     secret = token("TFSECRET")
+    ws.config_file.write_text(UNCONFINED)
     tree = ws.repo / "lib" if where == "nested" else ws.repo
     if where == "nested":
         _repo(ws, tree)
@@ -1065,6 +1078,7 @@ def test_a_directory_swapped_for_a_link_back_to_it_counts_as_moved(ws, firejail,
     back for everyone until the user removed it. Either way the next launch, finding svc/ nowhere and no log
     naming it, showed the secret. A tracked hidden file makes the watcher hold the project open."""
     secret = token("SVCSECRET")
+    ws.config_file.write_text(UNCONFINED)
     ws.write(".gitignore", ".env\n")
     ws.write("svc/app.py", "x = 1\n")
     _conf_repo(ws, ws.repo, token("TF"))  # one hidden tracked file (*.tfvars): the marks' descriptors
@@ -1562,6 +1576,7 @@ def test_a_stash_the_session_signed_never_runs_a_program_outside(ws, firejail):
     session 2's end, checked the signature and ran the script, which copied a hidden file out. The stash list is
     asked of plumbing that runs no program."""
     ran = ws.base / "ran"
+    ws.config_file.write_text(UNCONFINED)  # confined, ~/.gitconfig is read-only: the plant would fail
     _cache_repo(ws, ws.repo)
     ws.write("cache/keep", "ignored, so that cache/ is hidden\n")
     plant = (

@@ -220,6 +220,7 @@ def test_the_agents_git_sequence_with_the_docker_backend(ws_self, git_container,
 def test_no_hook_of_the_repository_runs_outside_the_sandbox(ws, firejail):
     """Setting and clearing the marks writes the index, which runs git's post-index-change hook: from
     .git/hooks or core.hooksPath, both writable inside. A session planted one: it must never run."""
+    ws.config_file.write_text("confine_writes = false\n")  # confined, .git/hooks and ~/.gitconfig are read-only
     _repo(ws, crypt=False)
     secret = token("HOOKSECRET")
     ws.write(".env", secret + "\n")

@@ -70,14 +70,14 @@ def test_agent_answers_its_version(agent_ws, agent_env, agents_bin, agent):
 
 @pytest.mark.parametrize("backend", ["firejail", "bwrap"])
 def test_claude_saves_its_config_with_writes_confined(agent_ws, agent_env, backend):
-    """With `confine_writes = true` the home is read-only inside; Claude Code saves ~/.claude.json by rename there,
+    """With write containment (the default) the home is read-only inside; Claude Code saves ~/.claude.json by rename there,
     which failed silently (its lock's mkdir: EROFS). Kept in ~/.claude/ with a link in its place, it is saved: a
     key Claude Code writes at each start, removed between two runs, is back after the second."""
     import json
 
     w = agent_ws
     _with_secret(w)
-    w.config_file.write_text("confine_writes = true\n")
+    assert not w.config_file.exists()  # the defaults
     args = [] if backend == "firejail" else ["--backend", "bwrap"]
     cfg = w.home / ".claude.json"
     for run in range(2):

@@ -295,6 +295,12 @@ def test_odd_but_expressible_project_root(ws, firejail, name):
     if "\t" in name:  # a control character: the root itself cannot be expressed
         assert_one_line_refusal(res, 65)
         return
+    if "*" in name:  # firejail reads a glob in a read-write rule: writes cannot be confined to the project exactly
+        assert_one_line_refusal(res, 65)
+        assert "cannot confine writes under firejail" in res.err and "--backend bwrap" in res.err
+        assert env not in res.out + res.err
+        ws.config_file.write_text("confine_writes = false\n")  # its masks still can be: the hiding holds
+        res = inside(ws, 'cat app.txt .env secrets/key "$PWD/.env"; ls -a secrets', cwd=root)
     assert res.rc == 0, res.err
     assert "APP-VISIBLE" in res.out
     assert env not in res.out + res.err and key not in res.out + res.err
@@ -317,8 +323,13 @@ def test_inexpressible_project_root_refuses_when_something_must_be_hidden(ws_sel
         assert_one_line_refusal(res, 65)
         assert "cannot hide" in res.err and "rename" in res.err, char
         assert not marker.exists(), char
-    # the same root with nothing ignored: nothing to mask, the launch runs
+    # the same root with nothing ignored: nothing to mask, but writes cannot be confined to a project whose path
+    # firejail cannot name either; with containment off, the launch runs
     (root / ".env").unlink()
+    res = ws_self.run("--", "touch", str(marker), cwd=root)
+    assert_one_line_refusal(res, 65)
+    assert "cannot confine writes under firejail" in res.err and not marker.exists()
+    ws_self.config_file.write_text("confine_writes = false\n")
     res = ws_self.run("--", "cat", "app.txt", cwd=root)
     assert res.rc == 0, res.err
     assert res.out == "APP\n"

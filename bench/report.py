@@ -14,7 +14,12 @@ import subprocess
 
 from runs import GIT_CALLS, OLD_STATUS_NAME, REPO, SCAN, VARIANTS, Row, med, venv_python
 
-CONFIG_SHOWN = {"default": "defaults", "nodeps": "`allow_dependencies = false`", "tracked": '`block = ["README.md"]`'}
+CONFIG_SHOWN = {
+    "default": "defaults",
+    "nodeps": "`allow_dependencies = false`",
+    "tracked": '`block = ["README.md"]`',
+    "unconfined": "`confine_writes = false`",
+}
 
 
 def machine() -> list[tuple[str, str]]:
@@ -145,7 +150,9 @@ def launches(
     p("| --- | --- " + "| ---: " * (1 + len(heads)) + "|")
     for r in measured:
         c = cols[r.fixture.name + r.variant]
-        cfg = {"default": "defaults", "nodeps": "no deps", "tracked": "tracked blocked"}[r.variant]
+        cfg = {"default": "defaults", "nodeps": "no deps", "tracked": "tracked blocked", "unconfined": "unconfined"}[
+            r.variant
+        ]
         p(f"| {r.fixture.title} | {cfg} | {r.inner.get('masks', 0):,.0f} | {' | '.join(ms(c[h]) for h in heads)} |")
     seen = sorted({r.inner["git calls"] for r in measured if r.inner.get("git calls")})
     p(f"\n*find_repo*: `git rev-parse`; *scan*: `git.scan`, *of it: git* the wall time while its git "

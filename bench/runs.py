@@ -96,7 +96,7 @@ def med(xs: list[float]) -> float:
 
 
 def config_dir(cache: str, variant: str) -> str:
-    """A user config home owned by the bench: empty (defaults), or one that turns the dependency allowlist off."""
+    """A user config home owned by the bench: empty (defaults), or the variant's one setting (CONFIG_TEXT)."""
     d = os.path.join(cache, f"config-{variant}")
     os.makedirs(os.path.join(d, "ai-sandbox"), exist_ok=True)
     path = os.path.join(d, "ai-sandbox", "config.toml")
@@ -109,11 +109,16 @@ def config_dir(cache: str, variant: str) -> str:
 
 
 VARIANTS = {
-    "default": "default config (node_modules/ readable)",
+    "default": "default config (node_modules/ readable, writes confined)",
     "nodeps": "allow_dependencies = false",
     "tracked": "tracked files blocked (their skip-worktree marks set at launch, cleared after)",
+    "unconfined": "confine_writes = false (what write containment costs: the difference with default)",
 }
-CONFIG_TEXT = {"nodeps": "allow_dependencies = false\n", "tracked": 'block = ["README.md"]\n'}
+CONFIG_TEXT = {
+    "nodeps": "allow_dependencies = false\n",
+    "tracked": 'block = ["README.md"]\n',
+    "unconfined": "confine_writes = false\n",
+}
 
 
 @dataclass

@@ -28,7 +28,7 @@ from ai_sandbox import (
 )
 from ai_sandbox.backends.choose import select
 from ai_sandbox.backends.plan import LaunchPlan, Settings
-from ai_sandbox.errors import NotFoundError, UnavailableError
+from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
 from ai_sandbox.layers.outputs import OutputListings
 from ai_sandbox.layers.tree import Tree
 from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, Pattern, PatternSet, Source
@@ -198,7 +198,8 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True, assume:
         others.append(one.policy(sibling.root, sibling, sibling_cfg, config_files=sibling_cfg.files))
     if others:
         merge(policy, [p for p, _ in others], home=home, limit=limit)
-    policy.writes = _writes(user_cfg, profile, backend, env, root, repo)
+    nested = [os.path.join(root, t.prefix.rstrip("/")) for t in collected.trees if t.prefix]
+    policy.writes = _writes(user_cfg, profile, backend, env, root, repo, nested)
     # one look at what the masks are on, before anything is written: the record, the launch check and the
     # watcher compare with it (idents.py)
     seen = idents.take(policy)
@@ -242,10 +243,11 @@ def _writes(
     env: Mapping[str, str],
     root: str,
     repo: git.Repo | None,
+    nested: list[str],
 ) -> writes.Writes:
     """Where this launch's agent may write (writes.py): the home as the agent gets it and the account's, the
     project's git directories, the state of the agent's profile (for `-- claude` too: the profile named like
-    the command), the user's `writable`."""
+    the command), the user's `writable`. nested: the work trees of repositories nested in the project."""
     if not user_cfg.confine_writes:
         return writes.Writes()
     uid, account_home = _account(backend)
@@ -254,11 +256,23 @@ def _writes(
         homes.append(os.path.realpath(account_home))
     gits: list[str] = []
     if repo is not None:
+        dotgit = os.path.join(root, ".git")
+        if os.path.islink(dotgit):  # its target is made writable, not the link: the session could repoint it
+            raise PolicyError(
+                f"cannot confine writes: {dotgit} is a link (to {os.path.realpath(dotgit)}), which a session could "
+                "point at a git directory of its own, whose hooks and settings your git would run",
+                "make it the directory itself or a `gitdir:` file (git init --separate-git-dir), or set "
+                "confine_writes = false (see docs/writes.md)",
+            )
         gits.append(os.path.realpath(repo.common_dir))
         own = git.git_dir_of(root)
         if own and not fs.inside(own, gits[0]):
             gits.append(own)
     modules = [m for g in gits for m in gitsettings.submodule_dirs(os.path.join(g, "modules"))]
+    for tree in nested:  # a `.git` directory of their own in the project: writable with it, hooks included
+        dotgit = os.path.join(tree, ".git")
+        if os.path.isdir(dotgit) and not os.path.islink(dotgit):
+            modules.append(os.path.realpath(dotgit))
     owner = profile
     if not profile.path:
         owner = profiles.find(os.path.basename(profile.executable), paths.config_home(env)) or profile

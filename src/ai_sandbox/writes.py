@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 
+from ai_sandbox.errors import PolicyError
 from ai_sandbox.fs import below, inside
 from ai_sandbox.records import factory, record, value
 
@@ -116,7 +117,9 @@ def plan(
     (firejail lets a user re-open only directories the user owns, so not /tmp under a read-only /).
     homes: `$HOME` as the agent gets it and the account's home, real paths. state: (entry, origin) of the
     agent profile's own state, `~/…` entries. writable: (absolute path, origin) the user's config adds. modules:
-    the git directories of submodules (`<git dir>/modules/…`), whose hooks the user's git in a submodule runs.
+    the git directories of submodules (`<git dir>/modules/…`) and of repositories nested in the project (their
+    `.git` there), whose hooks the user's git in one runs. A protected place that is a link refuses: its target
+    can be made read-only, not the link, which the session could replace (twenty-seventh red team).
     Entries with glob characters are skipped: a mount names one path."""
     if not confine:
         return Writes()
@@ -165,6 +168,13 @@ def plan(
         for name in PROJECT_PROTECTED
     ]
     protected = [p for p in protected if exists(p.path)]
+    for p in protected:
+        if resolve(p.path) != p.path:
+            raise PolicyError(
+                f"cannot confine writes: {p.path} is a link (to {resolve(p.path)}), which a session could replace "
+                "with a directory of its own",
+                "make it a directory (move its target there), or set confine_writes = false (see docs/writes.md)",
+            )
     places: dict[str, Place] = {}
     for p in [*tops, *opened, *protected]:
         places[p.path] = p  # a later list wins for one path: the protected over the writable

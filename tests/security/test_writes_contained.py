@@ -320,3 +320,44 @@ def test_a_link_a_session_planted_never_opens_where_it_leads(ws, firejail, link)
     res = ws.run("claude", env={"PATH": f"{bindir}:{os.environ['PATH']}"})
     print(res.out, res.err)
     assert not (ws.home / ".local" / "bin" / "git").exists()
+
+
+def test_a_nested_repositorys_own_hooks_are_read_only(ws, firejail):
+    """Twenty-seventh red team, F2: a repository with its `.git` directory inside the project (a nested clone, or a
+    submodule added from an existing repository: git keeps its `.git` there) had writable hooks, which the user's
+    `git commit` in it ran outside."""
+    lib = ws.repo / "lib"
+    ws.git("init", "-q", str(lib))
+    ws.git("commit", "-q", "--allow-empty", "-m", "l", cwd=lib)
+    hooks = lib / ".git" / "hooks"
+    assert hooks.is_dir()
+    res = _probe(ws, ["lib/.git/hooks/pre-commit", "lib/work.txt"], token("NESTED"))
+    assert "@@no lib/.git/hooks/pre-commit" in res.out and "@@ok lib/work.txt" in res.out
+    assert not (hooks / "pre-commit").exists()
+    res = ws.run("--", "sh", "-c", "mv lib/.git lib/.git-old && mkdir -p lib/.git/hooks; echo @@rc=$?")
+    assert "@@rc=0" not in res.out and (lib / ".git" / "HEAD").exists()  # the directory above is a mount point
+
+
+@pytest.mark.parametrize("where", [".git", ".git/hooks", ".vscode"])
+def test_a_protected_place_that_is_a_link_refuses_in_one_line(ws, firejail, where):
+    """Twenty-seventh red team, F3 and F4: where the project's `.git`, its hooks or `.vscode` is a link, the
+    protection went to the link's target, and the session replaced the link itself (writable: it lies in the
+    project or the git directory) with a directory of its own, or repointed `.git` at a git directory it made, whose
+    hooks and fsmonitor the user's git then ran. bwrap also failed with its own error on a link leading outside.
+    The launch refuses in one line, naming the link."""
+    real = ws.base / "elsewhere"
+    place = ws.repo / where
+    if where == ".vscode":
+        real.mkdir()
+    else:
+        (ws.repo / where).rename(real)
+    place.symlink_to(real)
+    if where == ".git":
+        assert ws.git("rev-parse", "--git-dir").strip()  # git itself follows the link
+    marker = ws.base / "ran"
+    res = ws.run("--", "touch", str(marker))
+    assert res.rc == 65, res.out + res.err
+    assert len(res.err.strip().splitlines()) == 1 and f"{place} is a link" in res.err, res.err
+    assert not marker.exists()
+    ws.config_file.write_text("confine_writes = false\n")  # what the line offers, with the rest of its defence
+    assert ws.run("--", "touch", str(marker)).rc == 0

@@ -131,7 +131,9 @@ do_install() {
     warn_unreviewed
     case $how in
         pipx) pipx install --force --python "$PYTHON" "$SRC" ;;
-        uv) uv tool install --force --reinstall --python "$PYTHON" "$SRC" ;;
+        # copies, not hard links to uv's cache: ~/.cache stays writable inside the sandbox, and a session could
+        # change ai-sandbox's own code through the link (the launch refuses such a file)
+        uv) uv tool install --force --reinstall --link-mode copy --python "$PYTHON" "$SRC" ;;
         venv) install_venv ;;
     esac
     [ -x "$LINK" ] || die "$how did not put ai-sandbox in $BIN"

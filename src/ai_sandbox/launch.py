@@ -357,6 +357,7 @@ def run(req: Request) -> int:
     table = nested.mounts()
     inside = nested.inside_sandbox(table)
     if not inside:
+        _check_own_files(req.env)
         _move_home_files(req)  # before the plan: it binds what is there
     with SlowNotice():
         prepared = prepare(req)
@@ -398,6 +399,36 @@ def run(req: Request) -> int:
         return status
     _exec(prepared.plan.argv, prepared.plan.env)
     return 127  # not reached
+
+
+def _check_own_files(env: Mapping[str, str]) -> None:
+    """Under write containment, refuse when a module of the launcher has another hard link: every file of the
+    ai_sandbox package (the watcher imports more of it later, outside) and the libraries loaded so far, not the
+    standard library's. `uv tool install` links what it installs to its cache, ~/.cache/uv, writable inside, and a
+    session changed ai-sandbox's own code through it, which the next launch ran outside (twenty-seventh red team).
+    ~160 stats, under 1 ms."""
+    if not config.load_user(env).confine_writes:
+        return
+    # the standard library's directory (sysconfig's platstdlib is a venv's own lib/, site-packages and all)
+    std = os.path.join(os.path.dirname(os.__file__), "")
+    paths = [f for f in (getattr(m, "__file__", None) for m in list(sys.modules.values())) if isinstance(f, str)]
+    for top, dirs, files in os.walk(os.path.dirname(os.path.abspath(__file__))):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        paths += [os.path.join(top, f) for f in files if f.endswith(".py")]
+    for path in dict.fromkeys(paths):
+        if path.startswith(std) and "-packages" not in path[len(std) :]:  # site-packages below it are not its
+            continue
+        try:
+            linked = os.stat(path).st_nlink > 1
+        except OSError:
+            continue
+        if linked:
+            raise PolicyError(
+                f"{path} has another hard link, through which a session could change what the next launch runs "
+                "outside the sandbox (uv links what it installs to its cache, writable inside)",
+                "reinstall ai-sandbox with copies (`make install`, or `uv tool install --link-mode copy`), or set "
+                "confine_writes = false (see docs/writes.md)",
+            )
 
 
 def _move_home_files(req: Request) -> None:

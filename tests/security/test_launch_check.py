@@ -270,3 +270,24 @@ def test_a_firejail_or_git_planted_on_path_is_never_run(ws, firejail, tool):
     res = _run(ws, [AIS, "--", "sh", "-c", "echo AGENT-RAN; cat .env; true"], env=env)
     assert res.rc == 0, res.err
     assert "AGENT-RAN" in res.out and secret not in res.out + res.err
+
+
+def test_a_file_of_ai_sandbox_with_another_hard_link_refuses(ws, firejail):
+    """Twenty-seventh red team, F5: `uv tool install` hard-links what it installs to its cache, ~/.cache/uv, which
+    stays writable under write containment: a session appended to ai_sandbox/__init__.py through the cache's link,
+    and the next launch ran it outside. A module of the launcher with another hard link refuses (one line)."""
+    import shutil
+
+    from tests.conftest import PY
+
+    pkg = ws.base / "pkg"
+    shutil.copytree(running_install()["package"], pkg / "ai_sandbox", ignore=shutil.ignore_patterns("__pycache__"))
+    env = ws.env({"PYTHONPATH": str(pkg)})
+    argv = [PY, "-m", "ai_sandbox", "--", "echo", "@@ran"]
+    assert "@@ran" in _run(ws, argv, env=env).out  # the copy runs
+    os.link(pkg / "ai_sandbox" / "notices.py", ws.base / "cache-link")  # as uv's cache holds it
+    res = _run(ws, argv, env=env)
+    assert res.rc == 65 and "@@ran" not in res.out, res.out + res.err
+    assert len(res.err.strip().splitlines()) == 1 and "notices.py has another hard link" in res.err, res.err
+    ws.config_file.write_text("confine_writes = false\n")  # nothing is read-only then: nothing to go around
+    assert "@@ran" in _run(ws, argv, env=env).out

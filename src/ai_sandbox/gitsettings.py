@@ -84,7 +84,25 @@ def safe(key: str, value: str | None) -> bool:
     """A setting the session may add: a key git writes in ordinary work, and a remote's URL to another machine."""
     if not safe_key(key):
         return False
-    return not _full(_URL_KEY, key) or (value is not None and re.match(_NETWORK, value) is not None)
+    return not _full(_URL_KEY, key) or (value is not None and _another_machine(value))
+
+
+def _another_machine(url: str) -> bool:
+    """A URL to another machine: a network form, whose host is not this one by a name for it (a push to
+    ssh://localhost runs the hooks there as you, like a path: twenty-seventh red team)."""
+    if re.match(_NETWORK, url) is None:
+        return False
+    found = re.match(r"[\w+]+://(?:[^@/]*@)?(\[[^]]*\]|[^:/]*)", url) or re.match(
+        r"(?:[\w.+-]+@)?(\[[^]/]+\]|[\w.-]+):", url
+    )
+    host = (found.group(1) if found else "").strip("[]").lower().rstrip(".")
+    import socket
+
+    return not (
+        host in ("", "localhost", "::1", "::", "0.0.0.0", socket.gethostname().lower())
+        or host.endswith(".localhost")
+        or re.fullmatch(r"127(\.\d+){3}|::ffff:127(\.\d+){3}", host) is not None
+    )
 
 
 def put_back(old: Entries, new: Entries) -> dict[str, list[str | None]]:

@@ -72,6 +72,16 @@ def test_put_back_removes_what_the_session_added_and_never_adds_back():
         ("foo::bar", False),  # a remote helper: git-remote-foo
         ("C:/x", False),
         ("https:///x", False),
+        # this machine by its name (twenty-seventh red team): a push over ssh runs its hooks as you all the same
+        ("ssh://localhost/srv/x.git", False),
+        ("ssh://me@LOCALHOST:22/x", False),
+        ("ssh://[::1]/x", False),
+        ("ssh://127.0.0.2/x", False),
+        ("git@127.0.0.1:x.git", False),
+        ("localhost:x.git", False),
+        ("https://web.localhost/x", False),
+        ("ssh://0.0.0.0/x", False),
+        ("https://127.example.com/x", True),
     ],
 )
 def test_a_remote_url_is_safe_only_to_another_machine(url, network):

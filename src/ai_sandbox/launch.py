@@ -269,10 +269,17 @@ def _writes(
         if own and not fs.inside(own, gits[0]):
             gits.append(own)
     modules = [m for g in gits for m in gitsettings.submodule_dirs(os.path.join(g, "modules"))]
-    for tree in nested:  # a `.git` directory of their own in the project: writable with it, hooks included
+    for tree in nested:  # their git directories (a `.git` there, or one a `gitdir:` file names): hooks included
         dotgit = os.path.join(tree, ".git")
-        if os.path.isdir(dotgit) and not os.path.islink(dotgit):
-            modules.append(os.path.realpath(dotgit))
+        if os.path.islink(dotgit):  # as the project's own: the session could repoint it (twenty-eighth red team)
+            raise PolicyError(
+                f"cannot confine writes: {dotgit} is a link (to {os.path.realpath(dotgit)}), which a session could "
+                "point at a git directory of its own, whose hooks your git there would run",
+                "make it the directory itself or a `gitdir:` file, or set confine_writes = false (see docs/writes.md)",
+            )
+        own = git.git_dir_of(tree)
+        if own and any(fs.inside(own, top) for top in [root, *gits]):  # writable with the project
+            modules.append(own)
     owner = profile
     if not profile.path:
         owner = profiles.find(os.path.basename(profile.executable), paths.config_home(env)) or profile
@@ -406,15 +413,16 @@ def _check_own_files(env: Mapping[str, str]) -> None:
     ai_sandbox package (the watcher imports more of it later, outside) and the libraries loaded so far, not the
     standard library's. `uv tool install` links what it installs to its cache, ~/.cache/uv, writable inside, and a
     session changed ai-sandbox's own code through it, which the next launch ran outside (twenty-seventh red team).
-    ~160 stats, under 1 ms."""
+    ~320 stats, under 1 ms."""
     if not config.load_user(env).confine_writes:
         return
     # the standard library's directory (sysconfig's platstdlib is a venv's own lib/, site-packages and all)
     std = os.path.join(os.path.dirname(os.__file__), "")
-    paths = [f for f in (getattr(m, "__file__", None) for m in list(sys.modules.values())) if isinstance(f, str)]
-    for top, dirs, files in os.walk(os.path.dirname(os.path.abspath(__file__))):
-        dirs[:] = [d for d in dirs if d != "__pycache__"]
-        paths += [os.path.join(top, f) for f in files if f.endswith(".py")]
+    # the bytecode too, which Python runs in place of the source (twenty-eighth red team)
+    loaded = [getattr(m, k, None) for m in list(sys.modules.values()) for k in ("__file__", "__cached__")]
+    paths = [f for f in loaded if isinstance(f, str)]
+    for top, _, files in os.walk(os.path.dirname(os.path.abspath(__file__))):
+        paths += [os.path.join(top, f) for f in files if f.endswith((".py", ".pyc"))]
     for path in dict.fromkeys(paths):
         if path.startswith(std) and "-packages" not in path[len(std) :]:  # site-packages below it are not its
             continue

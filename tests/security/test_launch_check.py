@@ -291,3 +291,12 @@ def test_a_file_of_ai_sandbox_with_another_hard_link_refuses(ws, firejail):
     assert len(res.err.strip().splitlines()) == 1 and "notices.py has another hard link" in res.err, res.err
     ws.config_file.write_text("confine_writes = false\n")  # nothing is read-only then: nothing to go around
     assert "@@ran" in _run(ws, argv, env=env).out
+    # the bytecode too, which Python runs in place of the source (twenty-eighth red team)
+    ws.config_file.unlink()
+    (ws.base / "cache-link").unlink()
+    assert "@@ran" in _run(ws, argv, env=env).out
+    subprocess.run([PY, "-m", "compileall", "-q", str(pkg)], check=True)  # as an installer may
+    pyc = next((pkg / "ai_sandbox" / "__pycache__").glob("main.*.pyc"))
+    os.link(pyc, ws.base / "cache-link")
+    res = _run(ws, argv, env=env)
+    assert res.rc == 65 and f"{pyc.name} has another hard link" in res.err, res.out + res.err

@@ -361,3 +361,28 @@ def test_a_protected_place_that_is_a_link_refuses_in_one_line(ws, firejail, wher
     assert not marker.exists()
     ws.config_file.write_text("confine_writes = false\n")  # what the line offers, with the rest of its defence
     assert ws.run("--", "touch", str(marker)).rc == 0
+
+
+@pytest.mark.parametrize("how", ["gitdir-file", "link"])
+def test_a_nested_repository_whose_git_directory_lies_elsewhere_in_the_project(ws, firejail, how):
+    """Twenty-eighth red team: a nested repository whose `.git` is a `gitdir:` file (git init --separate-git-dir)
+    or a link, its git directory elsewhere in the project: its hooks were writable. The git directory a `gitdir:`
+    file names gets read-only hooks; a `.git` link refuses the launch (the session could replace the link)."""
+    store = ws.repo / "store" / "sub.git"
+    sub = ws.repo / "sub"
+    if how == "gitdir-file":
+        store.parent.mkdir()
+        ws.git("init", "-q", f"--separate-git-dir={store}", str(sub))
+    else:
+        ws.git("init", "-q", str(sub))
+        (sub / ".git").rename(store.parent)
+        (sub / ".git").symlink_to("../store")
+        store = store.parent
+    assert (store / "hooks").is_dir()
+    res = ws.run("--", "sh", "-c", f"echo x > {store}/hooks/pre-commit; echo @@rc=$?")
+    if how == "link":
+        assert res.rc == 65 and f"{sub}/.git is a link" in res.err, res.out + res.err
+        assert len(res.err.strip().splitlines()) == 1
+    else:
+        assert "@@rc=0" not in res.out, res.out + res.err
+    assert not (store / "hooks" / "pre-commit").exists()

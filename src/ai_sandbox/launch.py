@@ -427,10 +427,11 @@ def _check_own_files(env: Mapping[str, str]) -> None:
         if path.startswith(std) and "-packages" not in path[len(std) :]:  # site-packages below it are not its
             continue
         try:
-            linked = os.stat(path).st_nlink > 1
+            st = os.stat(path)
         except OSError:
             continue
-        if linked:
+        # another user's file this one cannot write is safe through any name (a Nix store links identical files)
+        if st.st_nlink > 1 and (st.st_uid == os.geteuid() or os.access(path, os.W_OK)):
             raise PolicyError(
                 f"{path} has another hard link, through which a session could change what the next launch runs "
                 "outside the sandbox (uv links what it installs to its cache, writable inside)",

@@ -10,8 +10,8 @@ A generated part sits between `<!-- NAME:start … -->` and `<!-- NAME:end -->`.
 
 The runs need no root and no sandbox: they are the commands that start no agent (explain, init, --dry-run,
 alias, profiles). So that a sample reads the same on every machine, each run pins firejail as the backend
-that works here (`/usr/bin/firejail`, its real start not tried) and the agent's account as a normal user's
-whose home is the demo's: the policy, the verdicts and the generated
+that works here (`/usr/bin/firejail`, its real start not tried), the agent's account as a normal user's
+whose home is the demo's, and npm as its only build tool: the policy, the verdicts and the generated
 command are ai-sandbox's own, whatever is installed. Samples only a real sandbox produces (doctor, a launch's
 own lines) are checked by tests/integration/test_docs_samples.py instead.
 
@@ -47,6 +47,7 @@ def files() -> list[Path]:
 
 # --- the demo project ---------------------------------------------------------------------------------------
 
+DEMO_TOOLS = ("npm",)  # the build tools the demo machine has (the write rules open their caches)
 AGENTS = ("claude", "codex", "gemini")  # installed on the demo machine (stubs); aider and opencode are not
 COMMIT_DATE = "2026-11-23T10:00:00+00:00"
 GITIGNORE = ".env\nbuild/\nnode_modules/\n*.log\n.claude/\n"
@@ -63,12 +64,15 @@ def _pinned(argv: list[str]) -> int:
     from ai_sandbox import tools
 
     tools._found["firejail"] = "/usr/bin/firejail"
-    from ai_sandbox import launch
+    from ai_sandbox import launch, writes
     from ai_sandbox.backends import firejail
     from ai_sandbox.main import main
 
     # a normal user whose account's home is the demo's: the write rules read the same as root and as any user
     setattr(launch, "_account", lambda backend: (1000, os.environ["HOME"]))  # noqa: B010
+    # and the build tools on its PATH are the demo's own, not this machine's (a cache is writable when its tool is)
+    plan = writes.plan
+    setattr(writes, "plan", lambda **kw: plan(**{**kw, "on_path": lambda tool: tool in DEMO_TOOLS}))  # noqa: B010
 
     # setattr: mypy refuses an assignment to a method
     setattr(firejail.Firejail, "unavailable", lambda self: None)  # noqa: B010

@@ -129,7 +129,14 @@ def allowlist(user_cfg: config.UserConfig, profile: profiles.Profile, project_cf
     return PatternSet(pats)
 
 
-def prepare(req: Request, *, detail: bool = False, resolve: bool = True, assume: bool = False) -> Prepared:
+def prepare(
+    req: Request,
+    *,
+    detail: bool = False,
+    resolve: bool = True,
+    assume: bool = False,
+    user_cfg: config.UserConfig | None = None,
+) -> Prepared:
     """Everything a launch needs. `detail` adds what only people read: the ignore rule behind each hidden
     path, history and hard-link findings. `resolve=False` lets explain show an agent that is not installed.
     `assume`: where auto finds no backend that works, the rules of the one it would most likely use
@@ -138,7 +145,8 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True, assume:
     auto's verdicts)."""
     env = req.env
     cwd = os.path.realpath(req.cwd or os.getcwd())
-    user_cfg = config.load_user(env)
+    if user_cfg is None:  # run() reads it once for the whole launch
+        user_cfg = config.load_user(env)
     profile = None if req.is_command else profiles.find(req.argv[0], paths.config_home(env))
     if profile is None:
         profile = profiles.generic(req.argv[0])
@@ -198,8 +206,7 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True, assume:
         others.append(one.policy(sibling.root, sibling, sibling_cfg, config_files=sibling_cfg.files))
     if others:
         merge(policy, [p for p, _ in others], home=home, limit=limit)
-    nested = [os.path.join(root, t.prefix.rstrip("/")) for t in collected.trees if t.prefix]
-    policy.writes = _writes(user_cfg, profile, backend, env, root, repo, nested)
+    policy.writes = _writes(user_cfg, profile, backend, env, root, repo, _nested(root, collected.trees))
     # one look at what the masks are on, before anything is written: the record, the launch check and the
     # watcher compare with it (idents.py)
     seen = idents.take(policy)
@@ -222,6 +229,11 @@ def prepare(req: Request, *, detail: bool = False, resolve: bool = True, assume:
         policy, backend, plan, profile, command, collected.trees, on_hidden_change=user_cfg.on_hidden_change, env=env,
         marks=marks, seen=seen, findings=findings, history=found, unusable=unusable,
     )  # fmt: skip
+
+
+def _nested(root: str, trees: list[Tree]) -> list[str]:
+    """The work trees of the repositories nested in the project root (its own tree has no prefix)."""
+    return [os.path.join(root, t.prefix.rstrip("/")) for t in trees if t.prefix]
 
 
 def _account(backend: Backend) -> tuple[int, str | None]:
@@ -254,29 +266,25 @@ def _writes(
     homes = [os.path.realpath(env.get("HOME") or os.path.expanduser("~"))]
     if account_home:
         homes.append(os.path.realpath(account_home))
-    gits: list[str] = []
-    if repo is not None:
-        dotgit = os.path.join(root, ".git")
-        if os.path.islink(dotgit):  # its target is made writable, not the link: the session could repoint it
+    # a `.git` link, the project's or a nested repository's: its target is made writable (its hooks read-only), not
+    # the link, which the session could repoint at a git directory of its own (twenty-seventh, -eighth red teams)
+    for tree in [root, *nested] if repo is not None else []:
+        dotgit = os.path.join(tree, ".git")
+        if os.path.islink(dotgit):
             raise PolicyError(
                 f"cannot confine writes: {dotgit} is a link (to {os.path.realpath(dotgit)}), which a session could "
                 "point at a git directory of its own, whose hooks and settings your git would run",
                 "make it the directory itself or a `gitdir:` file (git init --separate-git-dir), or set "
                 "confine_writes = false (see docs/writes.md)",
             )
+    gits: list[str] = []
+    if repo is not None:
         gits.append(os.path.realpath(repo.common_dir))
         own = git.git_dir_of(root)
         if own and not fs.inside(own, gits[0]):
             gits.append(own)
     modules = [m for g in gits for m in gitsettings.submodule_dirs(os.path.join(g, "modules"))]
     for tree in nested:  # their git directories (a `.git` there, or one a `gitdir:` file names): hooks included
-        dotgit = os.path.join(tree, ".git")
-        if os.path.islink(dotgit):  # as the project's own: the session could repoint it (twenty-eighth red team)
-            raise PolicyError(
-                f"cannot confine writes: {dotgit} is a link (to {os.path.realpath(dotgit)}), which a session could "
-                "point at a git directory of its own, whose hooks your git there would run",
-                "make it the directory itself or a `gitdir:` file, or set confine_writes = false (see docs/writes.md)",
-            )
         own = git.git_dir_of(tree)
         if own and any(fs.inside(own, top) for top in [root, *gits]):  # writable with the project
             modules.append(own)
@@ -363,11 +371,12 @@ def run(req: Request) -> int:
     the backend (or run it as a child, supervised). `--dry-run` is dryrun.py's."""
     table = nested.mounts()
     inside = nested.inside_sandbox(table)
-    if not inside:
-        _check_own_files(req.env)
+    user_cfg = config.load_user(req.env)
+    if not inside and user_cfg.confine_writes:
+        _check_own_files()
         _move_home_files(req)  # before the plan: it binds what is there
     with SlowNotice():
-        prepared = prepare(req)
+        prepared = prepare(req, user_cfg=user_cfg)
     rec = state.check(prepared.policy, req.env, seen=prepared.seen, nested=inside)
     if inside:
         return _run_nested(prepared, req, table)
@@ -408,14 +417,12 @@ def run(req: Request) -> int:
     return 127  # not reached
 
 
-def _check_own_files(env: Mapping[str, str]) -> None:
+def _check_own_files() -> None:
     """Under write containment, refuse when a module of the launcher has another hard link: every file of the
     ai_sandbox package (the watcher imports more of it later, outside) and the libraries loaded so far, not the
     standard library's. `uv tool install` links what it installs to its cache, ~/.cache/uv, writable inside, and a
     session changed ai-sandbox's own code through it, which the next launch ran outside (twenty-seventh red team).
     ~320 stats, under 1 ms."""
-    if not config.load_user(env).confine_writes:
-        return
     # the standard library's directory (sysconfig's platstdlib is a venv's own lib/, site-packages and all)
     std = os.path.join(os.path.dirname(os.__file__), "")
     # the bytecode too, which Python runs in place of the source (twenty-eighth red team)
@@ -444,8 +451,6 @@ def _move_home_files(req: Request) -> None:
     """Under write containment, the files the agent's profile saves by rename straight in the home get their
     kept place, with a link (homefiles.py)."""
     env = req.env
-    if not config.load_user(env).confine_writes:
-        return
     profile = profiles.find(os.path.basename(req.argv[0]), paths.config_home(env))
     if profile is None or not profile.moved:
         return
@@ -463,7 +468,7 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
     policy, env, marks, trees, seen = prepared.policy, prepared.env, prepared.marks, prepared.trees, prepared.seen
     dirs = policy.in_git and any(m.is_dir for m in policy.masks)
     files = policy.in_git and not all(m.is_dir for m in policy.masks)  # a branch may track one (unwritten.py)
-    nested = [os.path.join(policy.root, t.prefix.rstrip("/")) for t in prepared.trees if t.prefix]
+    nested = _nested(policy.root, prepared.trees)
     masked = [m.path for m in policy.masks]
     settings = (
         gitsettings.take(policy.root, nested, lambda p: any(fs.inside(p, m) for m in masked)) if policy.in_git else None

@@ -23,12 +23,13 @@ $(BIN)/pytest: pyproject.toml
 
 # The real sandbox tools the tests need (firejail, bubblewrap; podman and what it runs with, rootless too,
 # and a static busybox for the container backend, whose test containers have no network), the shells they
-# start agents from, and npm for the real agent CLIs (tests/agents); installed when missing (Debian/Ubuntu),
-# without recommends: each command here is one the suite runs. Recommends would add gcc, an X11 stack and
-# ~700 packages (1.3 GB) on Debian 13.
+# start agents from, npm for the real agent CLIs (tests/agents) and tmux (a server of the user's that the agent
+# must not drive: tests/security/test_network.py); installed when missing (Debian/Ubuntu), without recommends:
+# each command here is one the suite runs. Recommends would add gcc, an X11 stack and ~700 packages (1.3 GB) on
+# Debian 13.
 # command:package, for each command the suite runs
 TOOLS := firejail:firejail bwrap:bubblewrap git:git git-crypt:git-crypt setpriv:util-linux zsh:zsh fish:fish \
-	podman:podman runc:runc newuidmap:uidmap catatonit:catatonit mkfs.ext4:e2fsprogs node:nodejs npm:npm
+	podman:podman runc:runc newuidmap:uidmap catatonit:catatonit mkfs.ext4:e2fsprogs node:nodejs npm:npm tmux:tmux
 system-deps:
 	@PATH="$$PATH:/usr/sbin:/sbin:/usr/libexec/podman"; missing=""; \
 	for pair in $(TOOLS); do command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; done; \

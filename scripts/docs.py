@@ -4,6 +4,8 @@ A generated part sits between `<!-- NAME:start … -->` and `<!-- NAME:end -->`.
 
 - `config-reference`: `python -m ai_sandbox.config --reference` (config.py's tables of keys);
 - `notices`: the table of notice kinds, `ai_sandbox.notices.table()`;
+- `default-domains`, `profile-domains`: the network's built-in list (network.py) and each shipped profile's
+  `domains`;
 - `sample-…`: what ai-sandbox prints, from real runs on a demo project built in a temp dir (a git repository
   with a history, a `.gitignore`, secrets, a build output and dependencies; agents that are stubs). The temp
   dir is removed from every path, so the project reads `/home/me/code/shop` and the home `/home/me`.
@@ -244,8 +246,28 @@ def _notices() -> str:
     return notices.table()
 
 
+def _default_domains() -> str:
+    from ai_sandbox import network
+
+    return ", ".join(f"`{d}`" for d in network.DEFAULT_DOMAINS)
+
+
+def _profile_domains() -> str:
+    from ai_sandbox import profiles
+    from ai_sandbox.paths import shipped_dir
+
+    rows = ["| agent | its profile's `domains` |", "| --- | --- |"]
+    for name in sorted(p.removesuffix(".toml") for p in os.listdir(shipped_dir()) if p.endswith(".toml")):
+        p = profiles.load(os.path.join(shipped_dir(), name + ".toml"))
+        rows.append(f"| {name} | {', '.join(f'`{d}`' for d in p.domains) or 'none'} |")
+    return "\n".join(rows)
+
+
 def generators() -> dict[str, Callable[[], str]]:
-    found: dict[str, Callable[[], str]] = {"config-reference": _config_reference, "notices": _notices}
+    found: dict[str, Callable[[], str]] = {
+        "config-reference": _config_reference, "notices": _notices, "default-domains": _default_domains,
+        "profile-domains": _profile_domains,
+    }  # fmt: skip
     for name in ("init", "explain", "explain-paths", "history", "secrets", "dry-run", "alias", "profiles"):
         found[f"sample-{name}"] = functools.partial(lambda n: samples()[n], f"sample-{name}")
     return found

@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-from ai_sandbox.options import OPTIONS
+from ai_sandbox.options import OPTIONS, network_mode
 
 HELP = """Run an AI coding agent, or any command, in a sandbox that hides the secrets next to your code.
 
@@ -71,7 +71,7 @@ app.callback(invoke_without_command=True)(root)
 
 def _root_opts(ctx: typer.Context) -> dict[str, str | None]:
     params = ctx.parent.params if ctx.parent else {}
-    return {k: params.get(k) or None for k in ("backend", "engine", "image")}
+    return {k: params.get(k) or None for k in ("backend", "engine", "image", "network")}
 
 
 @app.command()
@@ -100,7 +100,7 @@ def explain(
     opts = _root_opts(ctx)
     req = Request(
         [agent or "AGENT"], agent is None, cwd=cwd, env=dict(os.environ),
-        backend=opts["backend"], engine=opts["engine"], image=opts["image"],
+        backend=opts["backend"], engine=opts["engine"], image=opts["image"], network=network_mode(opts["network"]),
     )  # fmt: skip
     prepared = prepare(req, detail=True, resolve=False, assume=True)
     table = nested.mounts()

@@ -70,6 +70,12 @@ class UserConfig:
     max_masks: int = 0  # 0: the backend's own limit
     confine_writes: bool = True  # writes only where the work is (writes.py): nothing planted runs later outside
     writable: list[tuple[str, Source]] = factory(list)  # (absolute path, where it was written): writable inside too
+    network: str = "allowlist"  # on, allowlist or off (network.py)
+    allow_sockets: list[str] = factory(list)  # host unix sockets the agent may reach (sockets.py), absolute
+    allow_ssh_agent: bool = True
+    allow_domains: list[tuple[str, str]] = factory(list)  # (entry, where it was written)
+    allow_default_domains: bool = True
+    lines: dict[str, int] = factory(dict)  # the line of each key given, for explain
 
 
 @record
@@ -79,6 +85,8 @@ class ProjectConfig:
     block_paths: list[tuple[str, Source]] = factory(list)  # `~/…` entries: (absolute, where it was written)
     allow: list[Pattern] = factory(list)
     warnings: list[str] = factory(list)
+    network: str = "on"  # a mode narrower than the user's, or on: the user's as it is (network.py)
+    lines: dict[str, int] = factory(dict)
 
 
 def load_toml(path: str, root: str = "") -> tuple[dict[str, Any], str]:
@@ -314,6 +322,8 @@ def _read(keys: tuple[Key, ...], cfg: object, data: Mapping[str, object], path: 
             if wrong is not None:
                 raise ConfigError(f"{path}:{_line_of(text, key.name)}: {wrong[0]}", wrong[1])
         setattr(cfg, key.name, given)
+        if key.name in data and hasattr(cfg, "lines"):
+            cfg.lines[key.name] = _line_of(text, key.name)
 
 
 def _refusal(key: Key, given: object) -> tuple[str, str] | None:
@@ -374,6 +384,29 @@ def _writable(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> N
             "name the directories the tool writes, or set confine_writes = false (see docs/writes.md)",
         )
     cfg.writable.append((norm, Source(USER, _tilde(path, home), line)))
+
+
+def _domain(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> None:
+    """A name the agent's network may reach (network.py): `example.com`, `*.example.com`, either with `:port`."""
+    from ai_sandbox import network
+
+    if network.parse_entry(entry, "") is None:
+        raise ConfigError(
+            f"{path}:{line}: allow_domains entry {entry!r} is not a host name, `*.name`, or either with `:port`",
+            'e.g. allow_domains = ["api.example.com", "*.example.org", "localhost:8080"]',
+        )
+    cfg.allow_domains.append((entry, f"{_tilde(path, home)}:{line}"))
+
+
+def _socket(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> None:
+    """A unix socket of a program outside the sandbox that the agent may reach (sockets.py)."""
+    expanded = os.path.expanduser(entry) if entry.startswith("~") else entry
+    if not os.path.isabs(expanded) or any(c in entry for c in "*?["):
+        raise ConfigError(
+            f"{path}:{line}: allow_sockets entry {entry!r} is not an absolute or ~/ path",
+            'name the socket, e.g. allow_sockets = ["/run/user/1000/podman/podman.sock"]',
+        )
+    cfg.allow_sockets.append(os.path.normpath(expanded))
 
 
 def _project_block(cfg: ProjectConfig, entry: str, path: str, line: int, home: str) -> None:
@@ -465,6 +498,44 @@ USER_KEYS = (
         each=_writable,
     ),
     Key(
+        "network",
+        "choice",
+        "allowlist",
+        "where the agent's connections may go: `allowlist`, only through ai-sandbox's proxy to the allowed "
+        "domains; `off`, nowhere; `on`, the host's network as it is (see [the network](network.md))",
+        choices=("allowlist", "off", "on"),
+    ),
+    Key(
+        "allow_domains",
+        "list",
+        (),
+        "more names the proxy lets through: `example.com`, `*.example.com` (its subdomains), either with "
+        "`:port`; a private or loopback address only through an entry naming its `host:port`",
+        items="host names",
+        each=_domain,
+    ),
+    Key(
+        "allow_default_domains",
+        "bool",
+        True,
+        "allow the built-in package registries and code hosts (see [the network](network.md#the-built-in-list))",
+    ),
+    Key(
+        "allow_sockets",
+        "list",
+        (),
+        "unix sockets of programs outside the sandbox the agent may reach (e.g. a podman socket); every other one "
+        "is out of its reach (see [the user's servers](network.md#the-users-servers))",
+        items="absolute or `~/` paths",
+        each=_socket,
+    ),
+    Key(
+        "allow_ssh_agent",
+        "bool",
+        True,
+        "let the agent use your ssh agent (`$SSH_AUTH_SOCK`), so that `git push` over ssh signs as outside",
+    ),
+    Key(
         "max_masks",
         "count",
         0,
@@ -476,7 +547,14 @@ USER_KEYS = (
     ),
 )
 
-USER_ONLY = ("confine_writes", "writable")  # what a project's file may not set: it would widen what the agent writes
+USER_ONLY = (
+    "confine_writes",
+    "writable",
+    "allow_domains",
+    "allow_default_domains",
+    "allow_sockets",
+    "allow_ssh_agent",
+)  # what a project's file may not set: it would widen what the agent writes or reaches
 
 # The keys of a project's .ai-sandbox.toml, in the order they are checked.
 PROJECT_KEYS = (
@@ -496,6 +574,14 @@ PROJECT_KEYS = (
         "git-ignored paths the agent may read; inside the project only",
         items="patterns",
         each=_project_allow,
+    ),
+    Key(
+        "network",
+        "choice",
+        "on",
+        "a narrower network for this project's agent than your config gives: `allowlist` or `off`; the default "
+        "leaves yours, and writing `on` here is refused (see [the network](network.md))",
+        choices=("allowlist", "off", "on"),
     ),
 )
 
@@ -561,6 +647,12 @@ def load_project(root: str) -> ProjectConfig:
                 f"{toml_path}:{_line_of(text, widening)}: `{widening}` may be set only in your own config, "
                 "never in a project's (a cloned repository must not open your home to its agent)",
                 "remove it here; set it in ~/.config/ai-sandbox/config.toml if you mean it",
+            )
+        if data.get("network") == "on":
+            raise ConfigError(
+                f'{toml_path}:{_line_of(text, "network")}: `network = "on"` may be set only in your own config '
+                "(a cloned repository must not open the network for its agent)",
+                "remove it here; set it in ~/.config/ai-sandbox/config.toml, or run with --network on",
             )
         _read(PROJECT_KEYS, cfg, data, toml_path, text)
     if _present(legacy_path):

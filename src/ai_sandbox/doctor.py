@@ -66,6 +66,7 @@ def run_all(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: str) ->
         checks.append(check)
         if prepared is not None:
             checks.append(_writes_check(prepared))
+            checks.append(_network_check(prepared))
             checks.append(_secrets_check(env, prepared))
     return checks
 
@@ -301,6 +302,33 @@ def _writes_check(prepared: Prepared) -> Check:
         "ok",
         "confined: the agent writes the project, its git directory, its own state, build caches and temporary "
         "files (`ai-sandbox explain` lists them); the rest is read-only",
+    )
+
+
+def _network_check(prepared: Prepared) -> Check:
+    """Where the agent's connections may go (network.py) and whether the host's sockets are out of its reach."""
+    net = prepared.policy.network
+    if not prepared.backend.host_commands and net.mode == "allowlist":
+        return Check(
+            "network",
+            "warn",
+            "the docker backend has no proxy yet: allowlist gives the container no network at all",
+            "use --network on for the container's own network, or a Linux backend (firejail, bwrap)",
+        )
+    if net.mode == "on":
+        return Check(
+            "network",
+            "warn",
+            f"on ({net.why}): the agent reaches the host's loopback, its LAN and any address; your servers' unix "
+            "sockets stay out of reach",
+            'remove network = "on" to go back to the allowlist (see docs/network.md)',
+        )
+    what = f"{len(net.domains)} allowed names through ai-sandbox's proxy" if net.mode == "allowlist" else "nothing"
+    return Check(
+        "network",
+        "ok",
+        f"{net.mode} ({net.why}): the agent reaches {what}; the host's loopback, LAN and your servers' unix sockets "
+        "are out of reach (`ai-sandbox explain` lists the names)",
     )
 
 

@@ -76,6 +76,25 @@ def verdict(policy: Policy, given: str, cwd: str) -> dict[str, Any]:
     return out
 
 
+def network_doc(policy: Policy) -> dict[str, Any]:
+    """Where the agent's connections may go (network.py) and which of the host's sockets it reaches (sockets.py)."""
+    net, s = policy.network, policy.sockets
+    allowlist = net.mode == "allowlist"
+    return {
+        "mode": net.mode,
+        "why": net.why,
+        "proxy": f"127.0.0.1:{net.port}" if allowlist else None,
+        "environment": net.environment(),
+        "domains": [{"entry": str(d), "origin": d.origin} for d in net.domains],
+        "forwarded": [f"[{a}]:{p}" if ":" in a else f"{a}:{p}" for a, p in net.forwards],
+        "upstream": net.upstream or None,
+        "sockets": {
+            "tmp": "own" if s.tmp else "host", "kept": list(s.kept), "runtime": s.runtime or None,
+            "masked": list(s.masked), "passed": list(s.passed),
+        },
+    }  # fmt: skip
+
+
 def document(prepared: Any, paths: list[str] | None, cwd: str, nested: list[Mask] | None = None) -> dict[str, Any]:
     """prepared: a launch.Prepared; nested: masks not yet enforced when already inside a sandbox."""
     policy: Policy = prepared.policy
@@ -98,6 +117,7 @@ def document(prepared: Any, paths: list[str] | None, cwd: str, nested: list[Mask
                 for p in policy.writes.places
             ],
         },
+        "network": network_doc(policy),
         "warnings": [{"kind": w.kind, "message": w.message, "path": w.path or None} for w in prepared.notices],
         "command": prepared.plan.argv,
         "files": {path: content.decode("utf-8", "surrogateescape") for path, content in prepared.plan.files.items()},

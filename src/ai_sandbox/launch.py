@@ -20,9 +20,11 @@ from ai_sandbox import (
     idents,
     layers,
     nested,
+    network,
     paths,
     profiles,
     skipworktree,
+    sockets,
     state,
     writes,
 )
@@ -50,6 +52,7 @@ class Request:
     backend: str | None = None
     engine: str | None = None
     image: str | None = None
+    network: str | None = None  # --network
     cwd: str = ""
     env: Mapping[str, str] = factory(lambda: dict(os.environ))
 
@@ -207,6 +210,8 @@ def prepare(
     if others:
         merge(policy, [p for p, _ in others], home=home, limit=limit)
     policy.writes = _writes(user_cfg, profile, backend, env, root, repo, _nested(root, collected.trees))
+    policy.network = _network(req, user_cfg, project_cfg, profile, env)
+    policy.sockets = _sockets(policy, user_cfg, backend, env, cwd, command)
     # one look at what the masks are on, before anything is written: the record, the launch check and the
     # watcher compare with it (idents.py)
     seen = idents.take(policy)
@@ -224,11 +229,64 @@ def prepare(
         else:
             found = []
         findings += state.unhidden_notices(policy, env, cwd)
-    plan = backend.plan(policy, command, env, seen)
+    net_env = policy.network.environment() if backend.host_commands else {}  # the proxy's variables (network.py)
+    plan = backend.plan(policy, command, {**env, **net_env}, seen)
     return Prepared(
         policy, backend, plan, profile, command, collected.trees, on_hidden_change=user_cfg.on_hidden_change, env=env,
         marks=marks, seen=seen, findings=findings, history=found, unusable=unusable,
     )  # fmt: skip
+
+
+def _network(
+    req: Request,
+    user_cfg: config.UserConfig,
+    project_cfg: config.ProjectConfig,
+    profile: profiles.Profile,
+    env: Mapping[str, str],
+) -> network.Network:
+    """This launch's network (network.py): the command line's mode, else the narrower of the user's and the
+    project's; in allowlist, the user's domains, the profile's, the endpoints the environment names, the built-in
+    list."""
+    home = os.path.expanduser("~")
+    user_line = user_cfg.lines.get("network")
+    if req.network is not None:
+        mode, why = req.network, "--network"
+    else:
+        mode = user_cfg.network
+        why = f"{config._tilde(user_cfg.path, home)}:{user_line}" if user_line else "default"
+        if network.narrower(project_cfg.network, mode) != mode:
+            mode, why = project_cfg.network, f"{config.PROJECT_FILE}:{project_cfg.lines.get('network', 0)}"
+    return network.build(
+        mode, why, user=user_cfg.allow_domains, profile=[(d, f"profile {profile.name}") for d in profile.domains],
+        env=dict(env), defaults=user_cfg.allow_default_domains,
+    )  # fmt: skip
+
+
+def _sockets(
+    policy: Policy,
+    user_cfg: config.UserConfig,
+    backend: Backend,
+    env: Mapping[str, str],
+    cwd: str,
+    command: list[str],
+) -> sockets.Sockets:
+    """The host's unix sockets this launch puts out of the agent's reach (sockets.py), and what it must still show
+    of /tmp: the project, the homes, ai-sandbox's own files and interpreter, the agent, the writable places."""
+    if not backend.host_commands:
+        return sockets.Sockets()  # a container shows only what it mounts
+    from ai_sandbox.backends import host
+
+    uid, account_home = _account(backend)
+    python, script = host.verifier()
+    needed = [
+        policy.root, *policy.checkouts, cwd, env.get("HOME", ""), account_home or "", env.get("TMPDIR", ""),
+        paths.config_home(env), paths.state_dir(env), paths.cache_dir(env), python, script, sys.prefix,
+        sys.base_prefix, command[0] if os.path.isabs(command[0]) else "",
+        *(p.path for p in policy.writes.places if p.writable and p.path not in writes.TEMPORARY),
+        *(p for p, _ in user_cfg.writable),
+    ]  # fmt: skip
+    home = os.path.realpath(env.get("HOME") or account_home or "/")
+    return sockets.plan(env, uid, needed, user_cfg.allow_sockets, user_cfg.allow_ssh_agent, home)
 
 
 def _nested(root: str, trees: list[Tree]) -> list[str]:
@@ -402,19 +460,40 @@ def run(req: Request) -> int:
             seen=prepared.seen, guarded=rec.guarded, record=rec.path,
         )  # fmt: skip
     skipworktree.protect(req.env, root, prepared.marks)
+    proxy, channel = _start_proxy(prepared)  # after the watcher's fork: only the sandbox may hold the channel
     if prepared.plan.supervised:
         from ai_sandbox import supervise
 
         sys.stdout.flush()
         sys.stderr.flush()
-        status = supervise.run(prepared.plan)
+        status = supervise.run(prepared.plan, keep={network.FD: channel} if proxy else None)
         if end is not None:  # now, not a moment later in the watcher: the user's next git command must see it
             end(os.getpid())
             if ended is not None:
                 ended()  # and not again in the watcher
+        if proxy:  # bwrap closes what it inherits: this process held the proxy's channel for the session
+            os.close(channel)
+            os.waitpid(proxy, 0)  # its lines about refused hosts come before the shell's prompt
         return status
+    if proxy:  # firejail holds it for the session (keep-fd); dup2 onto itself would leave it closing at the exec
+        if channel == network.FD:
+            os.set_inheritable(channel, True)
+        else:
+            os.dup2(channel, network.FD)
     _exec(prepared.plan.argv, prepared.plan.env)
     return 127  # not reached
+
+
+def _start_proxy(prepared: Prepared) -> tuple[int, int]:
+    """The session's proxy (proxy.py) when the sandbox's network is an allowlist on a host backend: its pid and the
+    sandbox's end of its channel; (0, -1) when there is none."""
+    if prepared.policy.network.mode != "allowlist" or not prepared.backend.host_commands:
+        return 0, -1
+    from ai_sandbox import proxy
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return proxy.start(prepared.policy.network)
 
 
 def _check_own_files() -> None:

@@ -11,7 +11,7 @@ import os
 import sys
 
 from ai_sandbox.errors import EXIT_INTERNAL, EXIT_USAGE, SandboxError, UsageError
-from ai_sandbox.options import OPTIONS, SUBCOMMANDS
+from ai_sandbox.options import OPTIONS, SUBCOMMANDS, network_mode
 
 
 class _Parser(argparse.ArgumentParser):
@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             backend=opts.get("--backend") or None,  # type: ignore[arg-type]
             engine=opts.get("--engine") or None,  # type: ignore[arg-type]
             image=opts.get("--image") or None,  # type: ignore[arg-type]
+            network=network_mode(opts.get("--network")),
             env=dict(os.environ),
         )
         if req.dry_run:

@@ -34,6 +34,12 @@ OPTIONS = (
         f"Sandbox backend (config: backend; {auto_help()}).",
         "|".join(BACKENDS),
     ),
+    Option(
+        ("--network",),
+        "Where the agent's connections may go (config: network; default allowlist: only the allowed domains, "
+        "through ai-sandbox's proxy).",
+        "allowlist|off|on",
+    ),
     Option(("--engine",), "Container CLI for the docker backend (config: engine).", "|".join(ENGINES)),
     Option(("--image",), "Image for the docker backend (config: image; a profile may set its own).", "NAME"),
     Option(("--debug",), "Show a traceback on internal errors."),
@@ -43,4 +49,17 @@ OPTIONS = (
     Option(("--install-completion",), "Install completion for the current shell.", to_typer=True),
     Option(("--show-completion",), "Show completion for the current shell.", to_typer=True),
 )
+
+
+def network_mode(given: object) -> str | None:
+    """--network's value, checked; None when not given (the config decides)."""
+    if given is None:
+        return None
+    if given not in ("allowlist", "off", "on"):
+        from ai_sandbox.errors import UsageError
+
+        raise UsageError(f"unknown --network {given!r}", "use one of: allowlist, off, on")
+    return str(given)
+
+
 SUBCOMMANDS = {"explain", "init", "doctor", "alias", "profiles", "accept"}

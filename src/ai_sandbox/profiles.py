@@ -122,6 +122,7 @@ class Profile:
     home: list[str] = factory(list)
     moved: dict[str, str] = factory(dict)  # a file saved by rename in the home -> where it is kept (homefiles.py)
     image: str = ""  # the docker backend's image for this agent, if not the configured one
+    domains: list[str] = factory(list)  # what the agent needs to reach to work (network.py's allowlist)
     path: str = ""  # the file it came from; empty for the generic fallback
 
 
@@ -148,7 +149,7 @@ def load(path: str) -> Profile:
     from ai_sandbox.config import check_keys, load_toml, strings
 
     data, text = load_toml(path)
-    check_keys(data, {"description", "executable", "allow", "home", "moved", "image"}, path, text)
+    check_keys(data, {"description", "executable", "allow", "home", "moved", "image", "domains"}, path, text)
     name = os.path.basename(path).removesuffix(".toml")
     exe = data.get("executable", name)
     if not isinstance(exe, str) or not exe:
@@ -162,9 +163,19 @@ def load(path: str) -> Profile:
     if not isinstance(image, str):
         raise ConfigError(f"{path}: `image` must be a string")
     moved = _moved(data.get("moved", {}), home, path)
+    from ai_sandbox import network
+
+    domains = []
+    for entry, line in strings(data, "domains", path, text):
+        if network.parse_entry(entry, "") is None:
+            raise ConfigError(
+                f"{path}:{line}: domains entry {entry!r} is not a host name, `*.name`, or either with `:port`"
+            )
+        domains.append(entry)
     return Profile(
-        name=name, executable=exe, description=desc, allow=allow, home=home, moved=moved, image=image, path=path
-    )
+        name=name, executable=exe, description=desc, allow=allow, home=home, moved=moved, image=image, path=path,
+        domains=domains,
+    )  # fmt: skip
 
 
 def _moved(value: object, home: list[str], path: str) -> dict[str, str]:

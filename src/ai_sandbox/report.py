@@ -112,6 +112,9 @@ def dry_run(prepared: Prepared, req: Request, unenforced: list[Mask] | None = No
                                                  "origin": p.origin} for p in rules.places]},
         policy.root,
     )  # fmt: skip
+    from ai_sandbox.explain import network_doc
+
+    _network(con, network_doc(policy), prepared.backend.host_commands)
     if prepared.notices:
         con.print()
         con.print(Text(f"warnings ({len(prepared.notices)}):", style="bold yellow"))
@@ -170,6 +173,49 @@ def _writes(con: Console, writes: dict[str, Any], root: str) -> None:
         allowed = p["writes"] == "allowed"
         word = Text("writable " if allowed else "read-only", style="green" if allowed else "red")
         con.print(Text("  ").append(word).append(f"  {printable(p['path'])}").append(f"  ({p['origin']})", style="dim"))
+
+
+NETWORK_TITLE = {
+    "allowlist": "Network: allowlist (only through ai-sandbox's proxy, to these names; the host's loopback and LAN "
+    "are out of reach)",
+    "off": "Network: off (a network of its own with nothing in it)",
+    "on": "Network: on (the host's network, as outside)",
+}
+
+
+def _network(con: Console, net: dict[str, Any], host: bool = True) -> None:
+    """Where the agent's connections may go and the host's sockets it reaches, each rule with its origin."""
+    con.print()
+    con.print(Text(NETWORK_TITLE[net["mode"]], style="bold"), Text(f"({net['why']})", style="dim"))
+    if not host and net["mode"] != "on":
+        con.print(Text("  the docker backend has no proxy yet: the container has no network (--network none)"))
+    elif net["mode"] == "allowlist":
+        con.print(Text(f"  proxy 127.0.0.1:{net['proxy'].split(':')[1]} inside; the agent's environment gains:"))
+        con.print(Text("    " + " ".join(f"{k}={v}" for k, v in net["environment"].items() if k.isupper())))
+        by_origin: dict[str, list[str]] = {}
+        for d in net["domains"]:
+            by_origin.setdefault(d["origin"], []).append(d["entry"])
+        for origin, entries in by_origin.items():
+            con.print(Text(f"  {', '.join(entries)}").append(f"  ({origin})", style="dim"))
+        if net["forwarded"]:
+            con.print(Text(f"  answered at the same address inside: {', '.join(net['forwarded'])}"))
+        if net["upstream"]:
+            con.print(Text(f"  out through your proxy {net['upstream']}"))
+    s = net["sockets"]
+    if not host:
+        return
+    con.print(Text("The host's unix sockets (your servers: tmux, D-Bus, docker, …) are out of reach:", style="bold"))
+    if s["tmp"] == "own":
+        kept = f"; kept from the host's: {', '.join(printable(k) for k in s['kept'])}" if s["kept"] else ""
+        con.print(Text(f"  /tmp is the sandbox's own, empty at the start{kept}"))
+    else:
+        con.print(Text("  /tmp is the host's (the launch needs it whole): sockets there stay in reach", style="yellow"))
+    if s["runtime"]:
+        con.print(Text(f"  {printable(s['runtime'])} (your runtime directory) is shown empty"))
+    for m in s["masked"]:
+        con.print(Text(f"  masked  {printable(m)}"))
+    for p in s["passed"]:
+        con.print(Text(f"  reachable  {printable(p)}").append("  (ssh agent or allow_sockets)", style="dim"))
 
 
 def descriptor_lines(data: bytes) -> list[str]:

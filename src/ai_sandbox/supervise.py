@@ -40,8 +40,14 @@ def caller_ignored() -> str:
     return ",".join(str(s) for s in sorted(ignored()))
 
 
-def spawn(plan: LaunchPlan, stdio: tuple[int, int, int] | None = None, cwd: str | None = None) -> int:
-    """Fork and exec plan.argv with plan.fds' data readable at those descriptors; the child's pid."""
+def spawn(
+    plan: LaunchPlan,
+    stdio: tuple[int, int, int] | None = None,
+    cwd: str | None = None,
+    keep: dict[int, int] | None = None,
+) -> int:
+    """Fork and exec plan.argv with plan.fds' data readable at those descriptors, and keep's descriptors (target:
+    source, the proxy's channel: network.py) inherited at their targets; the child's pid."""
     memfds = {}
     for number, data in plan.fds.items():
         fd = os.memfd_create(f"ai-sandbox-{number}", os.MFD_CLOEXEC)
@@ -53,7 +59,7 @@ def spawn(plan: LaunchPlan, stdio: tuple[int, int, int] | None = None, cwd: str 
         try:
             if cwd is not None:
                 os.chdir(cwd)
-            _child(plan, memfds, stdio)
+            _child(plan, {**memfds, **(keep or {})}, stdio)
         finally:
             os._exit(127)
     for fd in memfds.values():
@@ -67,22 +73,23 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _child(plan: LaunchPlan, memfds: dict[int, int], stdio: tuple[int, int, int] | None) -> None:
+def _child(plan: LaunchPlan, moves: dict[int, int], stdio: tuple[int, int, int] | None) -> None:
+    """moves: target descriptor -> the one to put there (the plan's memory files, the proxy's channel)."""
+    import fcntl
+
     if stdio is not None:
         for target, fd in enumerate(stdio):
             os.dup2(fd, target)
-    # every inherited descriptor but the plan's closes at the exec (Python's own are not inheritable)
-    keep = set(memfds)
+    # every source out of the targets' way first (a source may sit where another's target is), then in place
+    high = {number: fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 1000) for number, fd in moves.items()}
+    for number, fd in high.items():
+        os.dup2(fd, number)  # the copy is inheritable; the high one closes at the exec
+    # every other inherited descriptor closes at the exec (Python's own are not inheritable)
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
-        if fd > 2 and fd not in keep and fd not in memfds.values():
+        if fd > 2 and fd not in moves:
             with contextlib.suppress(OSError):
                 os.set_inheritable(fd, False)
-    for number, fd in memfds.items():
-        if fd != number:
-            os.dup2(fd, number)  # the copy is inheritable; the memfd itself closes at the exec
-        else:
-            os.set_inheritable(fd, True)
     for sig in IGNORED_ABOVE:
         signal.signal(sig, signal.SIG_IGN)
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores these; bwrap gets the defaults
@@ -94,12 +101,12 @@ def _child(plan: LaunchPlan, memfds: dict[int, int], stdio: tuple[int, int, int]
         os.write(2, f"ai-sandbox: error: cannot start {plan.argv[0]}: {e.strerror}\n".encode())
 
 
-def run(plan: LaunchPlan) -> int:
+def run(plan: LaunchPlan, keep: dict[int, int] | None = None) -> int:
     """Start plan under this process's supervision; its exit status, once it is gone."""
     waited = {*FORWARDED, signal.SIGCHLD}
     kept = ignored()
     signal.pthread_sigmask(signal.SIG_BLOCK, waited)
-    pid = spawn(plan)
+    pid = spawn(plan, keep=keep)
     while True:
         info = signal.sigwaitinfo(waited)
         if info.si_signo == signal.SIGCHLD:

@@ -25,6 +25,12 @@ then NUL-separated records, each a one-letter kind and a path:
                         place, a mask, a scratch directory or the sandbox's own (/proc, /dev, firejail's /run)
   O<path>               write containment: a place the agent may write
   C<dev>:<ino>:<path>   the directory the agent starts in: the same directory as outside
+  N<fd>:<ino>           the network (network.py): the sandbox's namespace must not be the host's (inode <ino>);
+                        <fd>, when not "-", is the proxy's channel, over which the L sockets are sent, then closed
+  L<port>:<address>     a listening socket to bind in the sandbox's namespace and send to the proxy: its own port,
+                        or a host loopback endpoint forwarded to the same address outside
+  P<dev>:<ino>:<path>   a directory that must be the sandbox's own, not the host's (device and inode outside):
+                        /tmp and the runtime directory, where the user's servers keep their sockets
   S<dev>:<ino>:<ddev>:<dino>:<path>
                         a mask (or scratch directory) must be on the very file the launch saw at path
                         (its device and inode, "-:-" when it was missing) in the directory it saw there:
@@ -366,6 +372,62 @@ def mount_masks(paths: list[str]) -> None:
         _drop_capabilities(libc)
 
 
+def private_network(records: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """The sandbox's own network namespace (network.py), and its listening sockets handed to the proxy outside:
+    (message, hint) when the namespace is the host's or the proxy cannot get them; None when done (or no N)."""
+    spec = next((rest for kind, rest in records if kind == "N"), None)
+    if spec is None:
+        return None
+    fd, _, host_ns = spec.partition(":")
+    try:
+        here = os.stat("/proc/self/ns/net").st_ino
+    except OSError as e:
+        return f"cannot read /proc/self/ns/net ({e.strerror})", "the sandbox needs /proc"
+    if str(here) == host_ns:
+        return (
+            "the sandbox shares the host's network, although the policy gives it a network of its own",
+            "report this; run with --network on to use the host's network knowingly",
+        )
+    if fd == "-":
+        return None
+    import _socket  # socket.py imports enum and selectors: ~4 ms of a launch
+    from array import array
+
+    listeners = []
+    try:
+        for kind, rest in records:
+            if kind != "L":
+                continue
+            port, _, address = rest.partition(":")
+            family = _socket.AF_INET6 if ":" in address else _socket.AF_INET
+            s = _socket.socket(family, _socket.SOCK_STREAM)
+            listeners.append(s)
+            s.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((address, int(port)))
+            except OSError as e:
+                if family == _socket.AF_INET6 and e.errno == 99:  # EADDRNOTAVAIL: no IPv6 loopback here
+                    s.close()
+                    listeners.pop()
+                    continue
+                raise
+            s.listen(128)
+        ctl = _socket.socket(fileno=int(fd))
+        try:
+            ctl.sendmsg([b"L"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array("i", [s.fileno() for s in listeners]))])
+        finally:
+            ctl.close()  # the agent never holds the channel
+    except OSError as e:
+        return (
+            f"cannot hand the network to ai-sandbox's proxy ({e.strerror or e})",
+            "launch again, or run with --network off",
+        )
+    finally:
+        for s in listeners:
+            s.close()
+    return None
+
+
 def _drop_capabilities(libc: object) -> None:
     """No capability left in any set, the bounding set included: an exec as root cannot regain one."""
     import ctypes
@@ -448,6 +510,18 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
                 return (
                     f"{rest} {why}, although the policy hides it behind an empty scratch directory",
                     f"{backend} did not mount its tmpfs; report this",
+                )
+        elif kind == "P":
+            dev, ino, path = rest.split(":", 2)
+            try:
+                st = os.stat(path)
+            except OSError:
+                st = None
+            if st is None or (str(st.st_dev), str(st.st_ino)) == (dev, ino):
+                return (
+                    f"{path} is the host's, although the policy gives the sandbox its own (the sockets of your "
+                    "servers there would be in reach)",
+                    f"{backend} did not mount it; report this",
                 )
         elif kind == "R":
             try:
@@ -564,6 +638,7 @@ def _not_read_only(place: str, records: list[tuple[str, str]], writable: list[st
             return None  # nothing there to write into; its parent's rule holds
         return f"{place} cannot be checked ({e.strerror})"
     allowed = {rest for kind, rest in records if kind in "OTMm"}.union(_OWN_WRITABLE)
+    allowed |= {rest.split(":", 2)[-1] for kind, rest in records if kind == "P"}  # the sandbox's own /tmp, runtime dir
     closed = {rest for kind, rest in records if kind == "X"}
     prefix = place.rstrip("/") + "/"
     for point in writable:
@@ -603,7 +678,8 @@ def main(argv: list[str]) -> int:
         print("ai-sandbox: error: the launch check needs a spec and a command", file=sys.stderr)
         return EXIT_UNENFORCED
     try:
-        found = problems(read_spec(argv[0]))
+        records = read_spec(argv[0])
+        found = problems(records) or private_network(records)
     except OSError as e:
         found = (f"cannot read the launch check {argv[0]}: {e.strerror or e}", "run the launch again")
     if found is not None:

@@ -26,6 +26,7 @@ from ai_sandbox.errors import UnavailableError
 from ai_sandbox.fs import below
 from ai_sandbox.idents import Snapshot
 from ai_sandbox.policy import Policy
+from ai_sandbox.sockets import Sockets
 from ai_sandbox.writes import Writes
 
 # Read-only inside, as firejail makes them: a root agent (no capabilities, but the owner) could otherwise
@@ -206,7 +207,14 @@ class Bwrap:
                     break
         return out
 
-    def arguments(self, own: OwnFiles, scratch: list[str], writes: Writes | None = None) -> list[bytes]:
+    def arguments(
+        self,
+        own: OwnFiles,
+        scratch: list[str],
+        writes: Writes | None = None,
+        private_net: bool = False,
+        sockets: Sockets | None = None,
+    ) -> list[bytes]:
         """bwrap's options, in the order it applies them: the host, /proc and /dev, the anchors and read-only
         rules, then the scratch directories. The masks are not among them: the launch check mounts them
         (verify.mount_masks; bwrap's own mounts cost the square of their number), with the two capabilities
@@ -220,6 +228,7 @@ class Bwrap:
             b"/",
             b"/",
             b"--unshare-pid",
+            *([b"--unshare-net"] if private_net else []),
             b"--die-with-parent",
             b"--chdir",
             b"/",
@@ -229,10 +238,17 @@ class Bwrap:
         args += self.dev()
         args += [b"--cap-drop", b"ALL", b"--cap-add", b"CAP_SYS_ADMIN", b"--cap-add", b"CAP_SETPCAP"]
         args += [b"--seccomp", b"%d" % SECCOMP_FD]
+        sockets = sockets or Sockets()
+        args += self.private_sockets(sockets)
+        own_dirs = sockets.private
         # write containment (writes.py), outermost first: each bind covers what an earlier one put below it
         for kind, path in steps:
             if path == "/" or any(path == d or below(path, d) for d in self.private_dirs):
                 continue  # the base above; /dev/shm and /proc are the sandbox's own
+            if any(path == d or below(path, d) for d in own_dirs) and not any(
+                path == k or below(path, k) for k in sockets.kept
+            ):
+                continue  # /tmp and the runtime directory are the sandbox's own (sockets.py)
             if kind == "rw" and not os.path.exists(path) and writes is not None and path not in writes.make:
                 continue  # bwrap would fail; nothing there to write (it stays read-only)
             if kind == "ro" and not os.path.lexists(path):
@@ -253,6 +269,25 @@ class Bwrap:
             if stat.S_ISDIR(st.st_mode):
                 p = os.fsencode(path)
                 args += [b"--perms", b"%o" % stat.S_IMODE(st.st_mode), b"--tmpfs", p]
+        return args
+
+    @staticmethod
+    def private_sockets(sockets: Sockets) -> list[bytes]:
+        """The host's unix sockets out of reach (sockets.py): /tmp and the runtime directory tmpfs of the sandbox's
+        own, with what the launch needs of /tmp bound back whole and the sockets the user passes (the ssh agent)
+        bound alone; before write containment's binds, which then apply inside them. The other sockets are masks
+        the launch check mounts."""
+        args: list[bytes] = []
+        if sockets.tmp:
+            args += [b"--perms", b"1777", b"--tmpfs", b"/tmp"]
+            for k in sockets.kept:
+                if os.path.lexists(k):
+                    args += [b"--bind", os.fsencode(k), os.fsencode(k)]
+        if sockets.runtime:
+            args += [b"--perms", b"0700", b"--tmpfs", os.fsencode(sockets.runtime)]
+        for p in sockets.passed:
+            if any(below(p, d) for d in sockets.private) and not any(p == k or below(p, k) for k in sockets.kept):
+                args += [b"--bind", os.fsencode(p), os.fsencode(p)]
         return args
 
     @staticmethod
@@ -279,7 +314,8 @@ class Bwrap:
         system = [d for d in SYSTEM_READ_ONLY if os.path.exists(d) and not os.path.islink(d)]
         own.protect = list(dict.fromkeys(system + own.protect))  # enclosing first: bwrap binds in this order
         scratch = self.scratch(policy)
-        args = self.arguments(own, scratch, policy.writes)
+        own.hide = [*own.hide, *policy.sockets.masked]
+        args = self.arguments(own, scratch, policy.writes, policy.network.private, policy.sockets)
         cwd = os.path.realpath(self.settings.cwd or os.getcwd())
         return LaunchPlan(
             sandbox=[self.executable or "bwrap", "--args", str(ARGS_FD), "--"],

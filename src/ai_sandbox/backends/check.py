@@ -8,6 +8,7 @@ import hashlib
 import os
 from collections.abc import Mapping
 
+from ai_sandbox import network
 from ai_sandbox.backends import host
 from ai_sandbox.backends.host import OwnFiles
 from ai_sandbox.backends.plan import Checked
@@ -83,6 +84,19 @@ def launch_check(
         recs.append((b"O" if place.writable else b"X") + os.fsencode(place.path))
     recs += [b"B" + os.fsencode(a) for a in policy.writes.anchors]
     recs += [b"B" + os.fsencode(p) for p in own.anchors]
+    for own_dir in policy.sockets.private:  # the sandbox's own /tmp and runtime directory, not the host's (sockets.py)
+        try:
+            st = os.stat(own_dir)
+        except OSError:
+            continue
+        recs.append(b"P%d:%d:" % (st.st_dev, st.st_ino) + os.fsencode(own_dir))
+    net = policy.network
+    if net.private:
+        host_ns = os.stat("/proc/self/ns/net").st_ino
+        fd = b"%d" % network.FD if net.mode == "allowlist" else b"-"
+        recs.append(b"N" + fd + b":%d" % host_ns)
+        if net.mode == "allowlist":
+            recs += [b"L%d:" % port + address.encode() for address, port in [("127.0.0.1", net.port), *net.forwards]]
     if policy.hidden(cwd) is None:
         try:
             st = os.stat(cwd)

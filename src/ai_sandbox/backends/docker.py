@@ -159,6 +159,8 @@ class Docker:
                 source = empty_dir if m.is_dir else empty_file
                 cmd += ["--mount", mount_arg(type="bind", source=source, target=m.path, readonly=True)]
         cmd += _ssh_agent(env)
+        if policy.network.private:  # no proxy reaches into a container yet: allowlist is off here (network.md)
+            cmd += ["--network", "none"]
         cmd += ["--workdir", cwd]
         for name in env:
             if name in NOT_PASSED or name.startswith(NOT_PASSED_PREFIXES) or name in ("TERM", "SSH_AUTH_SOCK"):

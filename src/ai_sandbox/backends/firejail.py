@@ -16,7 +16,7 @@ import re
 import stat
 from collections.abc import Mapping
 
-from ai_sandbox import tools
+from ai_sandbox import network, tools
 from ai_sandbox.backends.check import checked
 from ai_sandbox.backends.host import OwnFiles, never_scratch, own_files, probe_plan, within_writes
 from ai_sandbox.backends.plan import LaunchPlan, Settings
@@ -25,6 +25,7 @@ from ai_sandbox.fs import below
 from ai_sandbox.idents import Snapshot
 from ai_sandbox.paths import cache_dir
 from ai_sandbox.policy import Policy
+from ai_sandbox.sockets import Sockets
 
 # firejail rejects paths with these; `#` starts a comment in a profile line
 _REJECTED = frozenset(',"\\{};&%<>!^#')
@@ -71,6 +72,7 @@ def refused_user(users_file: str, uid: int | None = None) -> UnavailableError | 
 
 RUN_MNT = "/run/firejail/mnt"  # firejail's own state in the sandbox
 _GLOB = re.compile(r"[*?\[\]]")
+_X11 = "/tmp/.X11-unix"  # X servers' sockets: firejail's private-tmp binds them back
 _PRIVATE = ("/proc", "/dev", "/sys", "/run/firejail")  # firejail's own, or read-only by its own rules
 
 
@@ -224,6 +226,11 @@ class Firejail:
             b"writable-var",
             b"writable-var-log",
         ]
+        lines += self.private_sockets(policy.sockets)
+        if policy.network.private:  # a network namespace of its own, with only its loopback (network.py)
+            lines.append(b"net none")
+            if policy.network.mode == "allowlist":
+                lines.append(b"keep-fd %d" % network.FD)  # the proxy's channel: the launch check sends it the sockets
         # firejail runs `bind` lines in profile order and then sets the target's owner and mode, which fails
         # (and ends the start) on a read-only target: root's anchors are bound before anything is read-only
         binds = [b"bind " + os.fsencode(a) + b"," + os.fsencode(a) for a in own.anchors] if own.as_root else []
@@ -248,6 +255,40 @@ class Firejail:
         for path in [*(m.path for m in policy.masks if m.path not in chosen), *own.hide]:
             lines.append(b"blacklist " + os.fsencode(path))
         return b"\n".join(lines) + b"\n"
+
+    def private_sockets(self, sockets: Sockets) -> list[bytes]:
+        """The host's unix sockets out of reach (sockets.py). private-tmp: a tmpfs on /tmp, where firejail binds
+        back, read-only, the X11 sockets' directory (masked here) and each `whitelist` (what the launch needs of
+        /tmp, whole; the sockets the user passes, alone). A whitelist under /run/user/UID makes it a tmpfs of
+        its own with only that (one that does not exist: empty); another runtime directory is masked. The other
+        sockets are masks (`blacklist`, which masks a socket as it does a file)."""
+        out: list[bytes] = []
+        uid = self.user[0] if self.user else os.geteuid()
+        named = []
+        if sockets.tmp:
+            out.append(b"private-tmp")
+            named += list(sockets.kept)
+            if os.path.lexists(_X11) and not any(k == _X11 or below(_X11, k) for k in sockets.kept):
+                out.append(b"blacklist " + _X11.encode())
+        own_runtime = sockets.runtime == f"/run/user/{uid}"
+        if sockets.runtime:
+            if own_runtime:
+                named.append(os.path.join(sockets.runtime, ".ai-sandbox-empty"))
+            else:
+                out.append(b"blacklist " + os.fsencode(sockets.runtime))
+        for p in sockets.passed:
+            inside = (sockets.tmp and below(p, "/tmp")) or (own_runtime and below(p, sockets.runtime))
+            if inside and not any(p == k or below(p, k) for k in sockets.kept):
+                named.append(p)
+        for p in named:
+            why = self.unexpressible(p) or ("contains a glob character" if _GLOB.search(p) else None)
+            if why is not None:
+                raise PolicyError(
+                    f"cannot keep {p} in the sandbox's own /tmp under firejail: it {why}",
+                    "rename it, or use --backend bwrap",
+                )
+            out.append(b"whitelist " + os.fsencode(p))
+        return out
 
     def containment(self, policy: Policy, anchors: list[str]) -> list[bytes]:
         """Write containment's lines (writes.py), outermost first: firejail applies read-only and read-write in
@@ -285,6 +326,7 @@ class Firejail:
 
         seen = seen or idents.take(policy)
         own = within_writes(own_files(env, self.unexpressible, policy.root, self.user), policy.writes)
+        own.hide = [*own.hide, *policy.sockets.masked]
         scratch = self.scratch(policy)
         content = self.profile(policy, own, scratch)
         digest = hashlib.sha256(content).hexdigest()[:24]

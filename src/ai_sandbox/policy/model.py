@@ -10,8 +10,10 @@ from collections.abc import Callable, Iterable
 from enum import StrEnum  # already imported by re: free on the launch path
 
 from ai_sandbox.fs import below, inside
+from ai_sandbox.network import Network
 from ai_sandbox.patterns import Origin, Pattern
 from ai_sandbox.records import factory, record, value
+from ai_sandbox.sockets import Sockets
 from ai_sandbox.writes import Writes
 
 
@@ -169,6 +171,8 @@ class Policy:
     tracked: list[str] = factory(list)  # hidden files git tracks (skipworktree.py marks them for the session)
     checkouts: list[str] = factory(list)  # the roots of the repository's other worktrees, whose masks `merge` added
     writes: Writes = factory(Writes)  # where the agent may write (writes.py); set by the launch
+    network: Network = factory(Network)  # where its connections may go (network.py); set by the launch
+    sockets: Sockets = factory(Sockets)  # the host's unix sockets out of its reach (sockets.py); set by the launch
 
     def hidden(self, path: str) -> Mask | None:
         """The mask that hides path (itself or an enclosing directory), if any. The masks are indexed at

@@ -489,11 +489,25 @@ def _start_proxy(prepared: Prepared) -> tuple[int, int]:
     sandbox's end of its channel; (0, -1) when there is none."""
     if prepared.policy.network.mode != "allowlist" or not prepared.backend.host_commands:
         return 0, -1
-    from ai_sandbox import proxy
+    import _socket  # socket.py and the proxy's threads are the child's: ~4 ms of imports off the launch
 
+    ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
     sys.stdout.flush()
     sys.stderr.flush()
-    return proxy.start(prepared.policy.network)
+    terminal = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)  # blocked across the fork, until the child ignores them
+    signal.pthread_sigmask(signal.SIG_BLOCK, terminal)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the proxy process
+        try:
+            theirs.close()
+            from ai_sandbox import proxy
+
+            proxy.child(prepared.policy.network, ours.detach())
+        finally:
+            os._exit(0)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, terminal)
+    ours.close()
+    return pid, theirs.detach()
 
 
 def _check_own_files() -> None:

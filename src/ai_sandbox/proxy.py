@@ -309,33 +309,22 @@ def run(net: Network, ctl: socket.socket) -> None:
     sys.stderr.flush()
 
 
-def start(net: Network) -> tuple[int, int]:
-    """Fork the proxy for a sandbox about to start: its pid (to wait for after a supervised sandbox: its lines come
-    before the shell's prompt) and the sandbox's end of the channel (not inheritable: the launch puts it at
-    network.FD at the very last, where another of its descriptors may be now)."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    signal.pthread_sigmask(signal.SIG_BLOCK, _TERMINAL)
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the proxy process
-        try:
-            for sig in _TERMINAL:  # the terminal's Ctrl-C is the agent's; the proxy ends with the sandbox
-                signal.signal(sig, signal.SIG_IGN)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, _TERMINAL)
-            keep = {0, 1, 2, ours.fileno()}
-            for name in os.listdir("/proc/self/fd"):
-                if int(name) not in keep:
-                    with contextlib.suppress(OSError):
-                        os.close(int(name))
-            null = os.open(os.devnull, os.O_RDWR)
-            os.dup2(null, 0)
-            os.dup2(null, 1)  # a pipe reading the agent's output must not wait for the proxy
-            os.close(null)
-            run(net, ours)
-        finally:
-            os._exit(0)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _TERMINAL)
-    ours.close()
-    return pid, theirs.detach()
+def child(net: Network, channel: int) -> None:
+    """The proxy process, just forked by the launch (launch._start_proxy) with the terminal's signals blocked: it
+    ignores them (Ctrl-C is the agent's; the proxy ends with the sandbox), keeps no descriptor of the launch's but
+    stderr (its lines after the session) and its end of the channel, and serves."""
+    for sig in TERMINAL:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, TERMINAL)
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) not in (0, 1, 2, channel):
+            with contextlib.suppress(OSError):
+                os.close(int(name))
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)  # a pipe reading the agent's output must not wait for the proxy
+    os.close(null)
+    run(net, socket.socket(fileno=channel))
 
 
-_TERMINAL = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)
+TERMINAL = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)

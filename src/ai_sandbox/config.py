@@ -345,7 +345,7 @@ def _refusal(key: Key, given: object) -> tuple[str, str] | None:
 def _user_block(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> None:
     """A path on this machine (`/…`, `~/…`), hidden in every sandbox, or a pattern hidden in every project."""
     _pattern_entry(entry, path, line, "block")
-    source = Source(USER, _tilde(path, home), line)
+    source = Source(USER, tilde(path, home), line)
     if entry.startswith(("/", "~")):
         expanded = os.path.expanduser(entry)
         if expanded.startswith("~"):
@@ -358,7 +358,7 @@ def _user_block(cfg: UserConfig, entry: str, path: str, line: int, home: str) ->
 def _user_allow(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> None:
     _pattern_entry(entry, path, line, "allow")
     _check_inside(entry, path, line, "allow")
-    cfg.allow.append(Pattern(entry, Source(USER, _tilde(path, home), line)))
+    cfg.allow.append(Pattern(entry, Source(USER, tilde(path, home), line)))
 
 
 def _mount(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> None:
@@ -383,7 +383,7 @@ def _writable(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> N
             f"{path}:{line}: writable {entry!r} would make {norm} writable whole",
             "name the directories the tool writes, or set confine_writes = false (see docs/writes.md)",
         )
-    cfg.writable.append((norm, Source(USER, _tilde(path, home), line)))
+    cfg.writable.append((norm, Source(USER, tilde(path, home), line)))
 
 
 def _domain(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> None:
@@ -395,7 +395,7 @@ def _domain(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> Non
             f"{path}:{line}: allow_domains entry {entry!r} is not a host name, `*.name`, or either with `:port`",
             'e.g. allow_domains = ["api.example.com", "*.example.org", "localhost:8080"]',
         )
-    cfg.allow_domains.append((entry, f"{_tilde(path, home)}:{line}"))
+    cfg.allow_domains.append((entry, f"{tilde(path, home)}:{line}"))
 
 
 def _socket(cfg: UserConfig, entry: str, path: str, line: int, home: str) -> None:
@@ -619,7 +619,8 @@ def reference() -> str:
     return "\n".join(out[1:]) + "\n"
 
 
-def _tilde(path: str, home: str) -> str:
+def tilde(path: str, home: str) -> str:
+    """path as people write it: `~/…` inside the home (a config file's name in messages and origins)."""
     return "~" + path[len(home) :] if home and path.startswith(home + "/") else path
 
 

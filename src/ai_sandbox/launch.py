@@ -253,7 +253,7 @@ def _network(
         mode, why = req.network, "--network"
     else:
         mode = user_cfg.network
-        why = f"{config._tilde(user_cfg.path, home)}:{user_line}" if user_line else "default"
+        why = f"{config.tilde(user_cfg.path, home)}:{user_line}" if user_line else "default"
         if network.narrower(project_cfg.network, mode) != mode:
             mode, why = project_cfg.network, f"{config.PROJECT_FILE}:{project_cfg.lines.get('network', 0)}"
     return network.build(

@@ -85,12 +85,16 @@ def test_explain_json_is_what_the_sandbox_enforces(ws_self, firejail):
     (check,) = (c for p, c in doc["files"].items() if not p.endswith(".profile"))
     state = ws_self.home / ".local" / "state" / "ai-sandbox"
     own = {str(state / "parsed"), str(state / "locks")}
+    # and the host's sockets (network.md): those under /run, and X11's, which firejail's private /tmp shows again
+    own |= set(doc["network"]["sockets"]["masked"]) | (
+        {"/tmp/.X11-unix"} if os.path.lexists("/tmp/.X11-unix") else set()
+    )
     blacklisted = {line.removeprefix("blacklist ") for line in profile.splitlines() if line.startswith("blacklist ")}
     scratch = {line.removeprefix("tmpfs ") for line in profile.splitlines() if line.startswith("tmpfs ")}
     assert blacklisted | scratch == {p for p, _ in hidden} | own and not blacklisted & scratch
     assert scratch == {h["path"] for h in doc["hidden"] if h["writes"] == "scratch"}
     records = check.split("\n", 1)[1].split("\0")
-    assert {r[1:] for r in records if r.startswith("M")} == blacklisted
+    assert {r[1:] for r in records if r[:1] in ("M", "m")} == blacklisted
     assert {r[1:] for r in records if r.startswith("T")} == scratch
     cmd = "cat .env private/out.bin dist/.env.production infra/prod.tfvars creds.txt src/app.py dist/app.js; true"
     inside = ws_self.run("--", "sh", "-c", cmd)

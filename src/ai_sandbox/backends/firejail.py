@@ -73,6 +73,15 @@ def refused_user(users_file: str, uid: int | None = None) -> UnavailableError | 
 RUN_MNT = "/run/firejail/mnt"  # firejail's own state in the sandbox
 _GLOB = re.compile(r"[*?\[\]]")
 _X11 = "/tmp/.X11-unix"  # X servers' sockets: firejail's private-tmp binds them back
+
+
+def _x11(sockets: Sockets) -> list[str]:
+    """The X servers' sockets, which firejail's private /tmp shows again: masked (the launch check proves it)."""
+    if sockets.tmp and os.path.lexists(_X11) and not any(k == _X11 or below(_X11, k) for k in sockets.kept):
+        return [_X11]
+    return []
+
+
 _PRIVATE = ("/proc", "/dev", "/sys", "/run/firejail")  # firejail's own, or read-only by its own rules
 
 
@@ -258,8 +267,8 @@ class Firejail:
 
     def private_sockets(self, sockets: Sockets) -> list[bytes]:
         """The host's unix sockets out of reach (sockets.py). private-tmp: a tmpfs on /tmp, where firejail binds
-        back, read-only, the X11 sockets' directory (masked here) and each `whitelist` (what the launch needs of
-        /tmp, whole; the sockets the user passes, alone). A whitelist under /run/user/UID makes it a tmpfs of
+        back, read-only, the X11 sockets' directory (masked: `plan` hides it) and each `whitelist` (what the launch
+        needs of /tmp, whole; the sockets the user passes, alone). A whitelist under /run/user/UID makes it a tmpfs of
         its own with only that (one that does not exist: empty); another runtime directory is masked. The other
         sockets are masks (`blacklist`, which masks a socket as it does a file)."""
         out: list[bytes] = []
@@ -268,8 +277,6 @@ class Firejail:
         if sockets.tmp:
             out.append(b"private-tmp")
             named += list(sockets.kept)
-            if os.path.lexists(_X11) and not any(k == _X11 or below(_X11, k) for k in sockets.kept):
-                out.append(b"blacklist " + _X11.encode())
         own_runtime = sockets.runtime == f"/run/user/{uid}"
         if sockets.runtime:
             if own_runtime:
@@ -326,7 +333,7 @@ class Firejail:
 
         seen = seen or idents.take(policy)
         own = within_writes(own_files(env, self.unexpressible, policy.root, self.user), policy.writes)
-        own.hide = [*own.hide, *policy.sockets.masked]
+        own.hide = [*own.hide, *policy.sockets.masked, *_x11(policy.sockets)]
         scratch = self.scratch(policy)
         content = self.profile(policy, own, scratch)
         digest = hashlib.sha256(content).hexdigest()[:24]

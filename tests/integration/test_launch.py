@@ -56,12 +56,26 @@ def test_environment_passes_through_byte_for_byte(ws, firejail, tmp_world):
     }
     env = ws.env(extra)
     cmd = ["/usr/bin/env", "-0"]
-    res_out = _run_raw(ws, ["--", *cmd], env)
-    inside = _env_of(res_out)
-    expected = {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
-    inside.pop(b"_", None)
-    expected.pop(b"_", None)
-    assert inside == expected
+    for network, gained in (("on", {}), ("allowlist", PROXY)):
+        res_out = _run_raw(ws, ["--network", network, "--", *cmd], env)
+        inside = _env_of(res_out)
+        expected = {os.fsencode(k): os.fsencode(v) for k, v in {**env, **gained}.items()}
+        inside.pop(b"_", None)
+        expected.pop(b"_", None)
+        assert inside == expected, network
+
+
+# the one change to the agent's environment: the proxy's variables, in allowlist (docs/network.md)
+PROXY = {
+    name: value
+    for upper, value in (
+        ("HTTPS_PROXY", "http://127.0.0.1:3128"),
+        ("HTTP_PROXY", "http://127.0.0.1:3128"),
+        ("ALL_PROXY", "socks5h://127.0.0.1:3128"),
+        ("NO_PROXY", "localhost,127.0.0.1,::1"),
+    )
+    for name in (upper, upper.lower())
+}
 
 
 def _run_raw(ws: Workspace, args: list[str], env: dict[str, str]) -> bytes:

@@ -27,6 +27,8 @@ then NUL-separated records, each a one-letter kind and a path:
   C<dev>:<ino>:<path>   the directory the agent starts in: the same directory as outside
   N<fd>:<ino>           the network (network.py): the sandbox's namespace must not be the host's (inode <ino>);
                         <fd>, when not "-", is the proxy's channel, over which the L sockets are sent, then closed
+  A                     the host's network (`on`): abstract unix sockets outside the sandbox out of reach with
+                        Landlock's scope where the kernel has it (6.12+); elsewhere the network namespace does it
   L<port>:<address>     a listening socket to bind in the sandbox's namespace and send to the proxy: its own port,
                         or a host loopback endpoint forwarded to the same address outside
   P<dev>:<ino>:<path>   a directory that must be the sandbox's own, not the host's (device and inode outside):
@@ -428,6 +430,41 @@ def private_network(records: list[tuple[str, str]]) -> tuple[str, str] | None:
     return None
 
 
+LANDLOCK_ABSTRACT_UNIX_SOCKET = 1  # landlock_ruleset_attr.scoped, ABI 6 (Linux 6.12)
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 without Landlock."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    abi: int = libc.syscall(444, None, 0, 1)  # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    return max(0, abi)
+
+
+def abstract_scope(records: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """In `on` (no network namespace of its own), the abstract unix sockets of programs outside the sandbox (X11's
+    `@/tmp/.X11-unix/X0`, some D-Bus buses) out of the agent's reach: a Landlock domain scoped to them, which the
+    agent and its children inherit (they still reach the abstract sockets they make). A kernel before 6.12 has no
+    such scope: nothing is done, as docs/network.md says."""
+    if not any(kind == "A" for kind, _ in records):
+        return None
+    import ctypes
+
+    if landlock_abi() < 6:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = (ctypes.c_uint64 * 3)(0, 0, LANDLOCK_ABSTRACT_UNIX_SOCKET)  # handled fs, handled net, scoped
+    fd = libc.syscall(444, attr, ctypes.sizeof(attr), 0)
+    if fd < 0 or libc.syscall(446, fd, 0) != 0:  # landlock_restrict_self (no_new_privs is set: checked above)
+        return (
+            f"cannot scope abstract unix sockets (errno {ctypes.get_errno()})",
+            "report this, or run with --network allowlist",
+        )
+    os.close(fd)
+    return None
+
+
 def _drop_capabilities(libc: object) -> None:
     """No capability left in any set, the bounding set included: an exec as root cannot regain one."""
     import ctypes
@@ -679,7 +716,7 @@ def main(argv: list[str]) -> int:
         return EXIT_UNENFORCED
     try:
         records = read_spec(argv[0])
-        found = problems(records) or private_network(records)
+        found = problems(records) or private_network(records) or abstract_scope(records)
     except OSError as e:
         found = (f"cannot read the launch check {argv[0]}: {e.strerror or e}", "run the launch again")
     if found is not None:

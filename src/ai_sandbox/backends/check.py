@@ -91,6 +91,8 @@ def launch_check(
             continue
         recs.append(b"P%d:%d:" % (st.st_dev, st.st_ino) + os.fsencode(own_dir))
     net = policy.network
+    if not net.private:
+        recs.append(b"A")  # the host's abstract sockets out of reach by Landlock where the kernel has it
     if net.private:
         host_ns = os.stat("/proc/self/ns/net").st_ino
         fd = b"%d" % network.FD if net.mode == "allowlist" else b"-"

@@ -15,7 +15,7 @@ fails (the error is printed verbatim under the table). --write-docs PATH also pu
 (without those lines the bench stops before measuring).
 
 Flags: --quick (small and 100k only, fewer runs), --runs N (launches per row; default 40 / 20 / 10),
---only NAME (repeatable), --variant default|nodeps|tracked|unconfined (repeatable), --build-only (build or check the fixtures and exit), --cache DIR,
+--only NAME (repeatable), --variant default|nodeps|tracked|unconfined|network-on (repeatable), --build-only (build or check the fixtures and exit), --cache DIR,
 --write-docs PATH.
 """
 

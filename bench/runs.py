@@ -109,15 +109,17 @@ def config_dir(cache: str, variant: str) -> str:
 
 
 VARIANTS = {
-    "default": "default config (node_modules/ readable, writes confined)",
+    "default": "default config (node_modules/ readable, writes confined, network by allowlist)",
     "nodeps": "allow_dependencies = false",
     "tracked": "tracked files blocked (their skip-worktree marks set at launch, cleared after)",
     "unconfined": "confine_writes = false (what write containment costs: the difference with default)",
+    "network-on": 'network = "on" (what the allowlist\'s namespace and proxy cost: the difference with default)',
 }
 CONFIG_TEXT = {
     "nodeps": "allow_dependencies = false\n",
     "tracked": 'block = ["README.md"]\n',
     "unconfined": "confine_writes = false\n",
+    "network-on": 'network = "on"\n',
 }
 
 

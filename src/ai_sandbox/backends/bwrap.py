@@ -20,7 +20,14 @@ from collections.abc import Mapping
 
 from ai_sandbox import tools
 from ai_sandbox.backends.check import checked
-from ai_sandbox.backends.host import OwnFiles, never_scratch, own_files, probe_plan, within_writes
+from ai_sandbox.backends.host import (
+    OwnFiles,
+    never_scratch,
+    own_files,
+    probe_plan,
+    within_sockets,
+    within_writes,
+)
 from ai_sandbox.backends.plan import LaunchPlan, Settings
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.fs import below
@@ -311,6 +318,7 @@ class Bwrap:
 
         seen = seen or idents.take(policy)
         own = within_writes(own_files(env, self.unexpressible, policy.root, self.user), policy.writes)
+        own = within_sockets(own, policy.sockets)
         system = [d for d in SYSTEM_READ_ONLY if os.path.exists(d) and not os.path.islink(d)]
         own.protect = list(dict.fromkeys(system + own.protect))  # enclosing first: bwrap binds in this order
         scratch = self.scratch(policy)

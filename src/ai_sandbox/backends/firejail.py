@@ -18,7 +18,14 @@ from collections.abc import Mapping
 
 from ai_sandbox import network, tools
 from ai_sandbox.backends.check import checked
-from ai_sandbox.backends.host import OwnFiles, never_scratch, own_files, probe_plan, within_writes
+from ai_sandbox.backends.host import (
+    OwnFiles,
+    never_scratch,
+    own_files,
+    probe_plan,
+    within_sockets,
+    within_writes,
+)
 from ai_sandbox.backends.plan import LaunchPlan, Settings
 from ai_sandbox.errors import PolicyError, UnavailableError
 from ai_sandbox.fs import below
@@ -333,6 +340,7 @@ class Firejail:
 
         seen = seen or idents.take(policy)
         own = within_writes(own_files(env, self.unexpressible, policy.root, self.user), policy.writes)
+        own = within_sockets(own, policy.sockets)
         own.hide = [*own.hide, *policy.sockets.masked, *_x11(policy.sockets)]
         scratch = self.scratch(policy)
         content = self.profile(policy, own, scratch)

@@ -15,6 +15,7 @@ from ai_sandbox.fs import below
 from ai_sandbox.paths import cache_dir, config_home, state_dir
 from ai_sandbox.policy import Policy
 from ai_sandbox.records import factory, record
+from ai_sandbox.sockets import Sockets
 from ai_sandbox.writes import Writes
 
 TYPE_CHECKING = False
@@ -92,6 +93,22 @@ def within_writes(own: OwnFiles, writes: Writes) -> OwnFiles:
     if writes.confined:
         # one that is read-only by containment is a read-only place of its own, already a mount point
         own.anchors = [a for a in own.anchors if writes.writable(os.path.dirname(a)) and writes.writable(a)]
+    return own
+
+
+def within_sockets(own: OwnFiles, sockets: Sockets) -> OwnFiles:
+    """ai-sandbox's own files when /tmp and the runtime directory are the sandbox's own (sockets.py): nothing of the
+    host's is there but the entries kept whole, so an anchor or a read-only rule elsewhere there is moot, and its
+    bind would show the host's directory again (an anchor on /tmp itself, for root, put the host's /tmp back over
+    the sandbox's: the launch check refused)."""
+
+    def gone(p: str) -> bool:
+        return any(p == d or below(p, d) for d in sockets.private) and not any(
+            p == k or below(p, k) for k in sockets.kept
+        )
+
+    own.anchors = [a for a in own.anchors if not gone(a)]
+    own.protect = [p for p in own.protect if not gone(p)]
     return own
 
 

@@ -89,7 +89,8 @@ def network_doc(policy: Policy) -> dict[str, Any]:
         "forwarded": [f"[{a}]:{p}" if ":" in a else f"{a}:{p}" for a, p in net.forwards],
         "upstream": net.upstream or None,
         "sockets": {
-            "tmp": "own" if s.tmp else "host", "kept": list(s.kept), "runtime": s.runtime or None,
+            "tmp": "own" if s.tmp else "host", "kept": list(s.kept), "runtime": list(s.runtime), "tmpdir_made": s.made or None,
+            "why_not_tmp": s.why_not_tmp or None,
             "masked": list(s.masked), "passed": list(s.passed),
         },
     }  # fmt: skip

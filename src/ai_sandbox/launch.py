@@ -279,7 +279,7 @@ def _sockets(
     uid, account_home = _account(backend)
     python, script = host.verifier()
     needed = [
-        policy.root, *policy.checkouts, cwd, env.get("HOME", ""), account_home or "", env.get("TMPDIR", ""),
+        policy.root, *policy.checkouts, cwd, env.get("HOME", ""), account_home or "",  # never $TMPDIR: sockets.py
         paths.config_home(env), paths.state_dir(env), paths.cache_dir(env), python, script, sys.prefix,
         sys.base_prefix, command[0] if os.path.isabs(command[0]) else "",
         *(p.path for p in policy.writes.places if p.writable and p.path not in writes.TEMPORARY),

@@ -123,9 +123,27 @@ def refusal_hint(host: str, port: int) -> str:
 
 
 def normalize_host(host: str) -> str:
-    """A host as entries hold it: lower case, no trailing dot, no IPv6 brackets (an IDN is written xn--…)."""
+    """A host as entries hold it: lower case, no trailing dot, no IPv6 brackets (an IDN is written xn--…); the
+    unspecified address as the loopback one it reaches (OLLAMA_HOST=0.0.0.0: red team)."""
     host = host.lower().rstrip(".")
-    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    return {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+
+
+def host_name(host: str) -> bool:
+    """Is host (normalized) a name or an address a connection may name? Nothing else reaches the allowlist, the
+    upstream proxy or the user's terminal."""
+    return _host_ok(host) and not host.startswith("*.") and len(host) <= 253
+
+
+def address(host: str) -> str | None:
+    """host as an IP address, when it is one."""
+    import ipaddress
+
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return None
 
 
 def parse_entry(entry: str, origin: str) -> Domain | None:
@@ -170,8 +188,9 @@ def _host_ok(host: str) -> bool:
     ) and ("." in body or not host.startswith("*."))  # `*.com` is fine, `*.` alone is not  # fmt: skip
 
 
-def endpoint(url: str) -> tuple[str, int] | None:
-    """The host and port an endpoint variable's URL names (`http://localhost:4000/v1`, `host:11434`)."""
+def endpoint(url: str, default_port: int = 0) -> tuple[str, int] | None:
+    """The host and port an endpoint variable's URL names (`http://localhost:4000/v1`, `host:11434`); without a
+    port, default_port or the scheme's."""
     text = url.strip()
     if not text:
         return None
@@ -179,7 +198,7 @@ def endpoint(url: str) -> tuple[str, int] | None:
     if not sep:
         scheme, rest = "http", text
     hostport = rest.split("/", 1)[0].rsplit("@", 1)[-1]
-    default = 443 if scheme.lower() in ("https", "wss") else 80
+    default = default_port or (443 if scheme.lower() in ("https", "wss") else 80)
     domain = parse_entry(hostport, "")
     if domain is None or domain.host.startswith("*."):
         return None
@@ -209,7 +228,7 @@ def build(
         if d is not None:
             domains.append(d)
     for name in ENDPOINT_VARIABLES:
-        found = endpoint(env.get(name, ""))
+        found = endpoint(env.get(name, ""), 11434 if name.startswith("OLLAMA") else 0)  # Ollama's own default
         if found is not None:
             domains.append(Domain(normalize_host(found[0]), found[1], f"environment: {name}"))
     if defaults:

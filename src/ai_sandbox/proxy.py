@@ -42,26 +42,31 @@ class Proxy:
         self.net = net
         self.refused: dict[str, int] = {}
         self.lock = threading.Lock()
+        self.local = local_addresses()
 
     # -- decisions ---------------------------------------------------------------------------------------------
     def open(self, host: str, port: int) -> socket.socket:
         """A connection to host:port if the allowlist lets it through; Refused otherwise."""
         host = network.normalize_host(host)
+        if not network.host_name(host) or not 0 < port < 65536:
+            # never counted nor printed: the agent chose these bytes (escape codes for the user's terminal: red team)
+            raise Refused(f"ai-sandbox: {host[:100]!r} is not a host name")
         entry = self.net.allowed(host, port)
         if entry is None:
             self._count(host, port)
             raise Refused(
                 f"ai-sandbox: {host}:{port} is not in the network allowlist: {network.refusal_hint(host, port)}"
             )
-        if self.net.upstream and not network.is_loopback(host):
-            return self._through_upstream(host, port)
+        literal = network.address(host)
+        if self.net.upstream and not network.is_loopback(host) and (literal is None or not self._own(literal)):
+            return self._through_upstream(host, port)  # which resolves the name: literal addresses are checked here
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        usable = [i for i in infos if entry.names_port or not network.private_address(str(i[4][0]))]
+        usable = [i for i in infos if entry.names_port or not self._own(str(i[4][0]))]
         if not usable:
             self._count(host, port)
             raise Refused(
-                f"ai-sandbox: {host} resolves to {infos[0][4][0]}, a loopback or private address, which only an entry "
-                f'naming "{host}:{port}" in allow_domains lets through'
+                f"ai-sandbox: {host} resolves to {infos[0][4][0]}, a loopback, private or this machine's own address, "
+                f'which only an entry naming "{host}:{port}" in allow_domains lets through'
             )
         last: OSError | None = None
         for family, kind, proto, _, addr in usable:
@@ -75,6 +80,11 @@ class Proxy:
                 s.close()
                 last = e
         raise last or OSError(f"cannot connect to {host}:{port}")
+
+    def _own(self, address: str) -> bool:
+        """Loopback, private, link-local, or an address of this machine's own interfaces (its public one too: a
+        server of the user's bound on 0.0.0.0 answers there; red team)."""
+        return network.private_address(address) or address.split("%", 1)[0] in self.local
 
     def _through_upstream(self, host: str, port: int) -> socket.socket:
         """Through the caller's own HTTP proxy, where the machine reaches out only that way."""
@@ -200,14 +210,43 @@ class Proxy:
         conn.sendall(b"\x05\x00\x00\x01" + bytes(6))
         _relay(conn, up)
 
-    def summary(self) -> list[str]:
-        """One line per refused host:port, most refused first: what the user reads after the session."""
+    def summary(self, most: int = 20) -> list[str]:
+        """One line per refused host:port, most refused first, at most `most` of them (the agent chooses how many
+        hosts it tries): what the user reads after the session."""
         out = []
-        for key, n in sorted(self.refused.items(), key=lambda kv: (-kv[1], kv[0])):
+        ranked = sorted(self.refused.items(), key=lambda kv: (-kv[1], kv[0]))
+        for key, n in ranked[:most]:
             host, _, port = key.rpartition(":")
             times = "once" if n == 1 else f"{n} times"
             out.append(f"ai-sandbox: network: refused {key} ({times}); {network.refusal_hint(host, int(port))}")
+        if len(ranked) > most:
+            rest = sum(n for _, n in ranked[most:])
+            out.append(f"ai-sandbox: network: and {len(ranked) - most} more hosts refused ({rest} requests)")
         return out
+
+
+def local_addresses() -> frozenset[str]:
+    """This machine's own interface addresses, IPv4 (the kernel's local routes) and IPv6."""
+    found: set[str] = set()
+    try:
+        with open("/proc/net/fib_trie", encoding="ascii", errors="replace") as f:
+            last = ""
+            for line in f:
+                parts = line.split()
+                if parts[:1] == ["|--"] and len(parts) == 2:
+                    last = parts[1]
+                elif "/32 host LOCAL" in line and last:
+                    found.add(last)
+    except OSError:
+        pass
+    try:
+        with open("/proc/net/if_inet6", encoding="ascii") as f:
+            for line in f:
+                raw = line.split()[0]
+                found.add(socket.inet_ntop(socket.AF_INET6, bytes.fromhex(raw)))
+    except (OSError, ValueError):
+        pass
+    return frozenset(found)
 
 
 def _split_hostport(text: str, default: int) -> tuple[str, int]:

@@ -209,9 +209,11 @@ def _network(con: Console, net: dict[str, Any], host: bool = True) -> None:
         kept = f"; kept from the host's: {', '.join(printable(k) for k in s['kept'])}" if s["kept"] else ""
         con.print(Text(f"  /tmp is the sandbox's own, empty at the start{kept}"))
     else:
-        con.print(Text("  /tmp is the host's (the launch needs it whole): sockets there stay in reach", style="yellow"))
-    if s["runtime"]:
-        con.print(Text(f"  {printable(s['runtime'])} (your runtime directory) is shown empty"))
+        con.print(Text(f"  /tmp is the host's, sockets there in reach: {s['why_not_tmp']}", style="yellow"))
+    if s["tmpdir_made"]:
+        con.print(Text(f"  $TMPDIR {printable(s['tmpdir_made'])} is made, empty, in the sandbox's own"))
+    for runtime in s["runtime"]:
+        con.print(Text(f"  {printable(runtime)} (your runtime directory) is shown empty"))
     for m in s["masked"]:
         con.print(Text(f"  masked  {printable(m)}"))
     for p in s["passed"]:

@@ -7,10 +7,12 @@ file system, so the sandbox must not show it:
 - /tmp is the sandbox's own, empty at the start and gone at the end (tmux, X11, ssh agents, IDE sockets live
   there), but for the entries the launch itself needs there (a project, a home or ai-sandbox's own files under
   /tmp stay, whole);
-- the user's runtime directory ($XDG_RUNTIME_DIR, /run/user/UID: the session bus, systemd's user manager,
-  podman, Wayland, PipeWire, gpg-agent) is shown empty;
-- every socket found under /run at the launch (the system bus, docker, containerd, screen) and at the places
-  container desktops keep theirs in the home is masked.
+- the user's runtime directories ($XDG_RUNTIME_DIR and /run/user/UID, both when they differ: the session bus,
+  systemd's user manager, podman, Wayland, PipeWire, gpg-agent) are shown empty;
+- every socket found under /run at the launch (the system bus, docker, containerd, screen), every directory
+  there the user may enter but not list, and the places container desktops keep theirs in the home are masked.
+$TMPDIR is not kept: under /tmp or a runtime directory, the launch check makes it, empty, in the sandbox's own
+(the twenty-ninth red team: TMPDIR=/tmp gave the agent the host's /tmp, and the user's tmux ran its commands).
 Programs inside still use unix sockets among themselves: /tmp and the runtime directory are writable tmpfs.
 What stays reachable: the ssh agent ($SSH_AUTH_SOCK: `git push` over ssh signs as before; allow_ssh_agent =
 false cuts it) and the user's `allow_sockets`.
@@ -29,7 +31,7 @@ TMP = "/tmp"
 RUN = "/run"
 # under /run: the user runtime directories (their own rule), firejail's, and the journal's (write-only logging)
 _RUN_SKIPPED = ("/run/user", "/run/firejail", "/run/systemd/journal")
-_RUN_DEPTH = 4
+_RUN_DEPTH = 8
 # where container desktops keep the engine's socket in the home (docker's `run -v $HOME:/h` is the user's home)
 HOME_SOCKETS = (
     ".docker/run/docker.sock", ".docker/desktop/docker.sock", ".colima/default/docker.sock", ".rd/docker.sock",
@@ -43,7 +45,8 @@ class Sockets:
 
     tmp: bool = False  # /tmp is the sandbox's own
     kept: tuple[str, ...] = ()  # /tmp's entries the sandbox still shows (whole)
-    runtime: str = ""  # the user's runtime directory, shown empty
+    runtime: tuple[str, ...] = ()  # the user's runtime directories, shown empty
+    made: str = ""  # $TMPDIR, made empty inside the sandbox's own /tmp or runtime directory by the launch check
     masked: tuple[str, ...] = ()  # sockets found under /run and in the home, masked
     passed: tuple[str, ...] = ()  # sockets reachable anyway (the ssh agent, allow_sockets)
     why_not_tmp: str = ""  # why /tmp stays the host's, when it does
@@ -51,7 +54,7 @@ class Sockets:
     @property
     def private(self) -> tuple[str, ...]:
         """The directories that are the sandbox's own."""
-        return tuple(p for p in ((TMP,) if self.tmp else ()) + ((self.runtime,) if self.runtime else ()))
+        return ((TMP,) if self.tmp else ()) + self.runtime
 
 
 def plan(
@@ -64,56 +67,72 @@ def plan(
     found: Iterable[str] | None = None,
 ) -> Sockets:
     """The launch's Sockets. needed: what the sandbox must still show (the project, the homes, ai-sandbox's own
-    files, the writable places); allow: `allow_sockets`, absolute; found: the sockets to mask (default: scan)."""
+    files, the writable places; never $TMPDIR); allow: `allow_sockets`, absolute; found: the sockets to mask
+    (default: scan)."""
     needed = [os.path.realpath(p) for p in needed if p]
     kept: list[str] = []
     why_not = ""
     for p in needed:
         if p == TMP:
-            why_not = f"{p} is needed whole by this launch (a project, a home or a writable place)"
+            why_not = f"{p} is needed whole by this launch (a project, a home or a writable place is {p})"
         elif below(p, TMP):
             top = os.path.join(TMP, p[len(TMP) + 1 :].split("/", 1)[0])
             if top not in kept:
                 kept.append(top)
-    runtime = _runtime(env, uid)
-    if runtime and any(p == runtime or below(p, runtime) or below(runtime, p) for p in needed if p != "/"):
-        runtime = ""  # the launch needs something there (a project in it, or the home is inside it)
+    runtime = tuple(
+        r for r in _runtime(env, uid)
+        if not any(p == r or below(p, r) or below(r, p) for p in needed if p != "/")
+    )  # fmt: skip  # one the launch needs (a project in it, the home inside it) stays the host's
     passed: list[str] = []
     agent = env.get("SSH_AUTH_SOCK", "") if ssh_agent else ""
     for p in [agent, *allow]:
         if p and os.path.isabs(p) and os.path.lexists(p):
             passed.append(os.path.realpath(p))
-    sockets = found if found is not None else [*scan(RUN, runtime), *_home_sockets(home)]
-    gone = [d for d in ((TMP,) if not why_not else ()) + ((runtime,) if runtime else ())]  # the sandbox's own
+    sockets = found if found is not None else [*scan(RUN), *_home_sockets(home)]
+    gone = [*((TMP,) if not why_not else ()), *runtime]  # the sandbox's own
     masked = [
         s for s in sockets
         if s not in passed and not (any(below(s, d) for d in gone) and not any(below(s, k) for k in kept))
     ]  # fmt: skip
     if not ssh_agent and env.get("SSH_AUTH_SOCK"):
         real = os.path.realpath(env["SSH_AUTH_SOCK"])
-        if not below(real, TMP) and not (runtime and below(real, runtime)) and os.path.lexists(real):
+        if not any(below(real, d) for d in gone) and os.path.lexists(real):
             masked.append(real)  # elsewhere (the home): masked like the others
+    tmpdir = os.path.realpath(env.get("TMPDIR") or TMP)
+    made = (
+        tmpdir if any(below(tmpdir, d) for d in gone) and not any(tmpdir == k or below(tmpdir, k) for k in kept) else ""
+    )
     return Sockets(
         tmp=not why_not, kept=tuple(kept) if not why_not else (), runtime=runtime, masked=tuple(dict.fromkeys(masked)),
-        passed=tuple(dict.fromkeys(passed)), why_not_tmp=why_not,
+        passed=tuple(dict.fromkeys(passed)), why_not_tmp=why_not, made=made,
     )  # fmt: skip
 
 
-def _runtime(env: Mapping[str, str], uid: int) -> str:
-    for p in (env.get("XDG_RUNTIME_DIR", ""), f"/run/user/{uid}"):
-        if p and os.path.isabs(p) and os.path.isdir(p) and os.path.realpath(p) not in ("/", TMP, "/run", "/run/user"):
-            return os.path.realpath(p)
-    return ""
-
-
-def scan(top: str = RUN, skip: str = "") -> list[str]:
-    """Every socket under top (a few levels down), but in the runtime directories and the journal's."""
+def _runtime(env: Mapping[str, str], uid: int) -> list[str]:
+    """$XDG_RUNTIME_DIR and /run/user/UID, both when they differ (a runtime directory elsewhere, as WSL's, left the
+    real one in reach: red team)."""
     out: list[str] = []
-    skipped = {*_RUN_SKIPPED, *((skip,) if skip else ())}
+    for p in (env.get("XDG_RUNTIME_DIR", ""), f"/run/user/{uid}"):
+        if p and os.path.isabs(p) and os.path.isdir(p):
+            real = os.path.realpath(p)
+            if real not in ("/", TMP, "/run", "/run/user") and real not in out:
+                out.append(real)
+    return out
+
+
+def scan(top: str = RUN) -> list[str]:
+    """Every socket under top (8 levels down), but in the runtime directories and the journal's, and every directory
+    this user may enter but not list (a socket there is reached by its name: red team)."""
+    out: list[str] = []
+    skipped = set(_RUN_SKIPPED)
 
     def walk(d: str, depth: int) -> None:
         try:
             entries = os.scandir(d)
+        except PermissionError:
+            if d != top and os.access(d, os.X_OK):
+                out.append(d)
+            return
         except OSError:
             return
         with entries:

@@ -27,6 +27,8 @@ then NUL-separated records, each a one-letter kind and a path:
   C<dev>:<ino>:<path>   the directory the agent starts in: the same directory as outside
   N<fd>:<ino>           the network (network.py): the sandbox's namespace must not be the host's (inode <ino>);
                         <fd>, when not "-", is the proxy's channel, over which the L sockets are sent, then closed
+  D<path>               $TMPDIR, to make (mode 0700) in the sandbox's own /tmp or runtime directory, where the
+                        host's is not shown
   A                     the host's network (`on`): abstract unix sockets outside the sandbox out of reach with
                         Landlock's scope where the kernel has it (6.12+); elsewhere the network namespace does it
   L<port>:<address>     a listening socket to bind in the sandbox's namespace and send to the proxy: its own port,
@@ -553,8 +555,8 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
             try:
                 st = os.stat(path)
             except OSError:
-                st = None
-            if st is None or (str(st.st_dev), str(st.st_ino)) == (dev, ino):
+                st = None  # not there at all: nothing of the host's to reach (a runtime directory in the host's /tmp)
+            if st is not None and (str(st.st_dev), str(st.st_ino)) == (dev, ino):
                 return (
                     f"{path} is the host's, although the policy gives the sandbox its own (the sockets of your "
                     "servers there would be in reach)",
@@ -727,6 +729,12 @@ def main(argv: list[str]) -> int:
     if env is None:
         print("ai-sandbox: error: the caller's environment did not reach the sandbox", file=sys.stderr)
         return EXIT_UNENFORCED
+    for kind, rest in records:
+        if kind == "D":  # $TMPDIR in the sandbox's own /tmp: made for the agent's temporary files (sockets.py)
+            try:  # noqa: SIM105  (contextlib is one import more for the launch check)
+                os.makedirs(rest, 0o700, exist_ok=True)
+            except OSError:
+                pass  # a read-only mask over a runtime directory: the agent's tools say where they cannot write
     _hand_over(os.environ.get(IGNORED_ENV))
     try:
         os.execve(argv[1], argv[1:], env)

@@ -195,7 +195,9 @@ def test_an_allowed_host_port_answers_and_a_name_for_a_loopback_address_does_not
     assert out["allowed"] == servers.http_token
     assert out["allowed_by_proxy"] == "200: " + servers.http_token
     assert servers.token not in json.dumps(out)
-    assert out["by_name"].startswith("403: ai-sandbox: localhost resolves to 127.0.0.1, a loopback or private address")
+    assert out["by_name"].startswith(
+        "403: ai-sandbox: localhost resolves to 127.0.0.1, a loopback, private or this machine's own address"
+    )
     assert out["loopback"].startswith("refused")
 
 
@@ -449,3 +451,184 @@ def test_an_allowed_registry_answers_through_the_proxy(ws, firejail):
     counts = [line.split()[1] for line in res.out.splitlines() if line.startswith("@@proxied")]
     assert counts and int(counts[0]) > 0
     assert "@@direct reached" not in res.out and "@@direct URLError" in res.out
+
+
+# -- the twenty-ninth red team's findings ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tmpdir", ["/tmp", "sub"])
+def test_tmpdir_never_brings_the_hosts_tmp_back(ws, unix_servers, firejail, tmpdir):
+    """TMPDIR=/tmp kept the host's /tmp whole (and the user's tmux ran the agent's commands); a TMPDIR below /tmp kept
+    its entry whole, with the sockets in it. TMPDIR is made, empty, in the sandbox's own /tmp."""
+    s = unix_servers
+    ws.config_file.write_text("")
+    value = tmpdir if tmpdir == "/tmp" else os.path.dirname(s.paths["tmp"])  # the directory holding a server's socket
+    code = SOCK_PROBE.replace(
+        'print("@@"',
+        'out["tmpdir"] = os.path.isdir(os.environ["TMPDIR"]) and os.access(os.environ["TMPDIR"], os.W_OK)\nprint("@@"',
+    )
+    res = ws.run("--", PY, "-I", "-c", code, json.dumps({"paths": s.paths}), env={"TMPDIR": value}, timeout=90)
+    print(res.out, res.err)
+    assert res.rc == 0, res.err
+    out = json.loads(next(line for line in res.out.splitlines() if line.startswith("@@"))[2:])
+    assert s.token not in json.dumps(out) and out["tmp"].startswith("refused")
+    assert out["tmpdir"] is True  # the agent's TMPDIR is there, writable
+
+
+def test_the_real_runtime_directory_is_emptied_when_xdg_runtime_dir_is_elsewhere(ws, unix_servers, firejail):
+    """XDG_RUNTIME_DIR elsewhere (WSL's) left /run/user/UID, the session bus and systemd's user manager, in reach."""
+    s = unix_servers
+    if not s.runtime:
+        assert os.geteuid() != 0  # only a user without a login session has none: nothing there to reach
+        return
+    elsewhere = ws.base / "xdg"
+    elsewhere.mkdir()
+    ws.config_file.write_text("")
+    args = {"paths": {"runtime (podman)": s.paths["runtime (podman)"]}}
+    res = ws.run("--", PY, "-I", "-c", SOCK_PROBE, json.dumps(args), env={"XDG_RUNTIME_DIR": str(elsewhere)})
+    print(res.out, res.err)
+    assert res.rc == 0, res.err
+    assert s.token not in res.out and "refused" in res.out
+
+
+def test_the_refusal_lines_carry_no_bytes_the_agent_chose(ws, firejail):
+    """A CONNECT target with escape codes and newlines was printed raw to the user's terminal after the session, and
+    20,000 refused names printed 183 MB: no such target is counted, and the lines stop at 20."""
+    ws.config_file.write_text("")
+    code = (
+        "import socket\n"
+        "def ask(target):\n"
+        "    s = socket.create_connection(('127.0.0.1', 3128))\n"
+        "    s.sendall(b'CONNECT ' + target + b' HTTP/1.1\\r\\n\\r\\n')\n"
+        "    print('@@', s.recv(300)[:12])\n"
+        "ask(b'x:1\\n\\x1b[1;32mai-sandbox:\\x1b[0m clean\\n\\x1b]0;owned\\x07:443')\n"
+        "for i in range(30):\n"
+        "    ask(b'h%d.example.invalid:443' % i)\n"
+    )
+    res = ws.run("--", PY, "-I", "-c", code, timeout=90)
+    assert res.rc == 0, res.err
+    assert "\x1b" not in res.err and "\x07" not in res.err and "clean" not in res.err
+    lines = [line for line in res.err.splitlines() if line.startswith("ai-sandbox: network:")]
+    assert len(lines) == 21 and lines[-1] == "ai-sandbox: network: and 10 more hosts refused (10 requests)"
+
+
+def test_an_endpoint_on_the_unspecified_address_is_the_loopback_one_and_nothing_else(ws, servers, firejail):
+    """OLLAMA_HOST=0.0.0.0 made an exact entry 0.0.0.0:80, which reached the host's loopback port 80; Ollama's port is
+    11434, on the loopback."""
+    ws.config_file.write_text("")
+    code = (
+        "import socket\n"
+        "s = socket.create_connection(('127.0.0.1', 3128))\n"
+        f"s.sendall(b'CONNECT 0.0.0.0:{servers.tcp.getsockname()[1]} HTTP/1.1\\r\\n\\r\\n')\n"
+        "print('@@', s.recv(300))\n"
+    )
+    res = ws.run("--", PY, "-I", "-c", code, env={"OLLAMA_HOST": "0.0.0.0"}, timeout=90)
+    assert res.rc == 0, res.err
+    assert servers.token not in res.out and "403" in res.out
+    doc = json.loads(ws.run("explain", "--json", env={"OLLAMA_HOST": "0.0.0.0"}).out)
+    assert doc["network"]["forwarded"] == ["127.0.0.1:11434"]
+
+
+def test_this_machines_own_address_is_refused_unless_its_port_is_named(ws, servers, firejail):
+    """An allowed name for this machine's public address reached the user's server bound on 0.0.0.0, on any port."""
+    lan = lan_address()
+    if not lan:
+        assert not [a for a in _addresses() if not a.startswith("127.")]  # no other address to reach
+        return
+    port = servers.tcp.getsockname()[1]
+    ws.config_file.write_text(f'allow_domains = ["{lan}"]\n')
+    code = (
+        "import socket\n"
+        "s = socket.create_connection(('127.0.0.1', 3128))\n"
+        f"s.sendall(b'CONNECT {lan}:{port} HTTP/1.1\\r\\n\\r\\n')\n"
+        "data = b''\n"
+        "while chunk := s.recv(400):\n"
+        "    data += chunk\n"
+        "print('@@', data.decode())\n"
+    )
+    res = ws.run("--", PY, "-I", "-c", code, timeout=90)
+    assert res.rc == 0, res.err
+    assert servers.token not in res.out and "this machine's own address" in res.out
+    ws.config_file.write_text(f'allow_domains = ["{lan}:{port}"]\n')
+    res = ws.run("--", PY, "-I", "-c", code, timeout=90)
+    assert servers.token in res.out  # named exactly, it is the user's choice
+
+
+def _addresses() -> list[str]:
+    from ai_sandbox.proxy import local_addresses
+
+    return sorted(local_addresses())
+
+
+def test_deep_and_unlistable_sockets_under_run_are_masked(ws, firejail):
+    """The scan stopped at 4 levels and skipped the directories a user cannot list (a socket there is reached by
+    name)."""
+    import shutil
+
+    if os.geteuid() != 0:
+        return  # only root can make a server's socket under /run: test_the_users_servers covers the rest
+    tok = token("DEEP")
+    top = Path(f"/run/ais-{tok}")
+    deep = top / "a" / "b" / "c" / "d" / "e" / "s.sock"
+    hidden = top / "closed" / "s.sock"
+    uid = ws.user.uid if ws.user else 0
+    servers = []
+    try:
+        for path in (deep, hidden):
+            path.parent.mkdir(parents=True)
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(str(path))
+            os.chown(path, uid, uid)
+            s.listen(4)
+            servers.append(s)
+            threading.Thread(
+                target=lambda s=s: [c.sendall(tok.encode()) for c, _ in iter(s.accept, None)], daemon=True
+            ).start()
+        (top / "closed").chmod(0o711)  # enter, not list
+        ws.config_file.write_text("")
+        args = {"paths": {"deep": str(deep), "unlistable": str(hidden)}}
+        res = ws.run("--", PY, "-I", "-c", SOCK_PROBE, json.dumps(args), timeout=90)
+        print(res.out, res.err)
+        assert res.rc == 0, res.err
+        assert tok not in res.out
+    finally:
+        for s in servers:
+            s.close()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_literal_private_address_never_reaches_the_upstream_proxy(ws, firejail):
+    """Through the caller's own proxy, an allowed literal private address was handed to it (`CONNECT 10.1.2.3:22`,
+    the cloud metadata address), and a name with newlines too."""
+    got: list[bytes] = []
+    up = socket.socket()
+    up.bind(("127.0.0.1", 0))
+    up.listen(8)
+
+    def serve() -> None:
+        while True:
+            try:
+                c, _ = up.accept()
+            except OSError:
+                return
+            got.append(c.recv(1000))
+            c.sendall(b"HTTP/1.1 403 no\r\n\r\n")
+            c.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        ws.config_file.write_text('allow_domains = ["10.1.2.3", "169.254.169.254", "*.example.com"]\n')
+        code = (
+            "import socket\n"
+            "for t in (b'10.1.2.3:22', b'169.254.169.254:80', b'evil.org:443\\nx-smuggled:y\\nz.example.com:443'):\n"
+            "    s = socket.create_connection(('127.0.0.1', 3128))\n"
+            "    s.sendall(b'CONNECT ' + t + b' HTTP/1.1\\r\\n\\r\\n')\n"
+            "    print('@@', s.recv(300)[:40])\n"
+        )
+        env = {"HTTPS_PROXY": f"http://127.0.0.1:{up.getsockname()[1]}"}
+        res = ws.run("--", PY, "-I", "-c", code, env=env, timeout=90)
+        print(res.out, res.err, got)
+        assert res.rc == 0, res.err
+        assert not any(b"10.1.2.3" in g or b"169.254" in g or b"smuggled" in g for g in got), got
+    finally:
+        up.close()

@@ -237,27 +237,33 @@ def test_the_runtime_directory_is_shown_empty_unless_the_launch_needs_it(tmp_pat
 
     rt = tmp_path / "run"
     rt.mkdir()
-    assert sockets.plan({"XDG_RUNTIME_DIR": str(rt)}, 1000, ["/home/me"], found=[]).runtime == str(rt)
-    assert sockets.plan({"XDG_RUNTIME_DIR": str(rt)}, 1000, [str(rt / "proj")], found=[]).runtime == ""
-    assert sockets.plan({"XDG_RUNTIME_DIR": "relative"}, 99999, [], found=[]).runtime == ""
+    assert sockets.plan({"XDG_RUNTIME_DIR": str(rt)}, 99999, ["/home/me"], found=[]).runtime == (str(rt),)
+    assert sockets.plan({"XDG_RUNTIME_DIR": str(rt)}, 99999, [str(rt / "proj")], found=[]).runtime == ()
+    assert sockets.plan({"XDG_RUNTIME_DIR": "relative"}, 99999, [], found=[]).runtime == ()
 
 
-def test_the_scan_finds_sockets_below_run_but_not_in_the_runtime_directories(tmp_path):
+def test_tmpdir_is_made_in_the_sandboxs_own_never_kept(tmp_path):
+    from ai_sandbox import sockets
+
+    for tmpdir in ("/tmp", "/tmp/user/1000", "/tmp/proj/t"):
+        s = sockets.plan({"TMPDIR": tmpdir}, 99999, ["/tmp/proj/repo"], found=[])
+        assert s.tmp and s.kept == ("/tmp/proj",), tmpdir
+        assert s.made == {"/tmp": "", "/tmp/user/1000": "/tmp/user/1000", "/tmp/proj/t": ""}[tmpdir], tmpdir
+
+
+def test_the_scan_finds_sockets_eight_levels_down(tmp_path):
     import socket
 
     from ai_sandbox import sockets
 
-    (tmp_path / "a" / "b").mkdir(parents=True)
-    (tmp_path / "user" / "1000").mkdir(parents=True)
+    deep = tmp_path / "a" / "b" / "c" / "d" / "e" / "f"
+    deep.mkdir(parents=True)
     made = []
-    for rel in ("x.sock", "a/b/y.sock", "user/1000/bus"):
+    for path in (tmp_path / "x.sock", deep / "y.sock"):
         s = socket.socket(socket.AF_UNIX)
-        s.bind(str(tmp_path / rel))
+        s.bind(str(path))
         made.append(s)
     (tmp_path / "plain").write_text("")
-    assert sockets.scan(str(tmp_path), str(tmp_path / "user")) == [
-        str(tmp_path / "a/b/y.sock"),
-        str(tmp_path / "x.sock"),
-    ]
+    assert sockets.scan(str(tmp_path)) == sorted([str(deep / "y.sock"), str(tmp_path / "x.sock")])
     for s in made:
         s.close()

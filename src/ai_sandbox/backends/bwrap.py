@@ -246,7 +246,7 @@ class Bwrap:
         args += [b"--cap-drop", b"ALL", b"--cap-add", b"CAP_SYS_ADMIN", b"--cap-add", b"CAP_SETPCAP"]
         args += [b"--seccomp", b"%d" % SECCOMP_FD]
         sockets = sockets or Sockets()
-        args += self.private_sockets(sockets)
+        args += self.private_tmp(sockets)
         own_dirs = sockets.private
         # write containment (writes.py), outermost first: each bind covers what an earlier one put below it
         for kind, path in steps:
@@ -268,6 +268,7 @@ class Bwrap:
         for path in own.protect:
             p = os.fsencode(path)
             args += [b"--ro-bind", p, p]
+        args += self.private_runtime(sockets)  # after every bind that could cover one (an anchor above it)
         for path in sorted(scratch):
             try:
                 st = os.lstat(path)
@@ -279,19 +280,24 @@ class Bwrap:
         return args
 
     @staticmethod
-    def private_sockets(sockets: Sockets) -> list[bytes]:
-        """The host's unix sockets out of reach (sockets.py): /tmp and the runtime directory tmpfs of the sandbox's
-        own, with what the launch needs of /tmp bound back whole and the sockets the user passes (the ssh agent)
-        bound alone; before write containment's binds, which then apply inside them. The other sockets are masks
-        the launch check mounts."""
+    def private_tmp(sockets: Sockets) -> list[bytes]:
+        """The host's unix sockets out of reach (sockets.py), first part: /tmp a tmpfs of the sandbox's own, with what
+        the launch needs of it bound back whole; before write containment's binds, which then apply inside them."""
         args: list[bytes] = []
         if sockets.tmp:
             args += [b"--perms", b"1777", b"--tmpfs", b"/tmp"]
             for k in sockets.kept:
                 if os.path.lexists(k):
                     args += [b"--bind", os.fsencode(k), os.fsencode(k)]
-        if sockets.runtime:
-            args += [b"--perms", b"0700", b"--tmpfs", os.fsencode(sockets.runtime)]
+        return args
+
+    @staticmethod
+    def private_runtime(sockets: Sockets) -> list[bytes]:
+        """The second part, after every other bind: the runtime directories tmpfs of the sandbox's own, and the
+        sockets the user passes (the ssh agent) bound alone. The other sockets are masks the launch check mounts."""
+        args: list[bytes] = []
+        for runtime in sockets.runtime:
+            args += [b"--perms", b"0700", b"--tmpfs", os.fsencode(runtime)]
         for p in sockets.passed:
             if any(below(p, d) for d in sockets.private) and not any(p == k or below(p, k) for k in sockets.kept):
                 args += [b"--bind", os.fsencode(p), os.fsencode(p)]

@@ -90,6 +90,8 @@ def launch_check(
         except OSError:
             continue
         recs.append(b"P%d:%d:" % (st.st_dev, st.st_ino) + os.fsencode(own_dir))
+    if policy.sockets.made:  # $TMPDIR, made empty inside the sandbox's own /tmp (sockets.py)
+        recs.append(b"D" + os.fsencode(policy.sockets.made))
     net = policy.network
     if not net.private:
         recs.append(b"A")  # the host's abstract sockets out of reach by Landlock where the kernel has it

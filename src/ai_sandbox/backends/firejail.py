@@ -284,14 +284,14 @@ class Firejail:
         if sockets.tmp:
             out.append(b"private-tmp")
             named += list(sockets.kept)
-        own_runtime = sockets.runtime == f"/run/user/{uid}"
-        if sockets.runtime:
-            if own_runtime:
-                named.append(os.path.join(sockets.runtime, ".ai-sandbox-empty"))
-            else:
-                out.append(b"blacklist " + os.fsencode(sockets.runtime))
+        own_runtime = f"/run/user/{uid}"
+        for runtime in sockets.runtime:
+            if runtime == own_runtime:
+                named.append(os.path.join(runtime, ".ai-sandbox-empty"))
+            elif not (sockets.tmp and below(runtime, "/tmp") and not any(below(runtime, k) for k in sockets.kept)):
+                out.append(b"blacklist " + os.fsencode(runtime))  # not one gone with the host's /tmp
         for p in sockets.passed:
-            inside = (sockets.tmp and below(p, "/tmp")) or (own_runtime and below(p, sockets.runtime))
+            inside = (sockets.tmp and below(p, "/tmp")) or (own_runtime in sockets.runtime and below(p, own_runtime))
             if inside and not any(p == k or below(p, k) for k in sockets.kept):
                 named.append(p)
         for p in named:

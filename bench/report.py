@@ -19,6 +19,7 @@ CONFIG_SHOWN = {
     "nodeps": "`allow_dependencies = false`",
     "tracked": '`block = ["README.md"]`',
     "unconfined": "`confine_writes = false`",
+    "network-on": '`network = "on"`',
 }
 
 

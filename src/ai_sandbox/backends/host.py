@@ -228,6 +228,16 @@ def probe_plan(make: Callable[[Settings], Backend], env: Mapping[str, str]) -> I
         with open(secret, "w"):
             pass
         policy = Policy(root=base, in_git=False, masks=[Mask(secret, False, GLOBAL, "probe")])
+        # a network of its own and the sandbox's own /tmp, as every launch by default: a backend that cannot give
+        # them here must not be the one `auto` picks (network.py, sockets.py)
+        import sys
+
+        from ai_sandbox import network, sockets
+
+        python, script = verifier()
+        needed = [base, python, script, sys.prefix, sys.base_prefix, config_home(env), state_dir(env), cache_dir(env)]
+        policy.network = network.Network(mode="off", why="probe")
+        policy.sockets = sockets.plan(env, os.geteuid(), [*needed, env.get("HOME", "")], found=[])
         plan = make(Settings(cwd=base)).plan(policy, [shutil.which("true") or "/bin/true"], env)
         make_dirs(plan.dirs)
         write_files(plan.files)

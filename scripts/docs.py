@@ -13,7 +13,7 @@ A generated part sits between `<!-- NAME:start … -->` and `<!-- NAME:end -->`.
 The runs need no root and no sandbox: they are the commands that start no agent (explain, init, --dry-run,
 alias, profiles). So that a sample reads the same on every machine, each run pins firejail as the backend
 that works here (`/usr/bin/firejail`, its real start not tried), the agent's account as a normal user's
-whose home is the demo's, and npm as its only build tool: the policy, the verdicts and the generated
+whose home is the demo's, npm as its only build tool, and no server's socket: the policy, the verdicts and the generated
 command are ai-sandbox's own, whatever is installed. Samples only a real sandbox produces (doctor, a launch's
 own lines) are checked by tests/integration/test_docs_samples.py instead.
 
@@ -75,6 +75,14 @@ def _pinned(argv: list[str]) -> int:
     # and the build tools on its PATH are the demo's own, not this machine's (a cache is writable when its tool is)
     plan = writes.plan
     setattr(writes, "plan", lambda **kw: plan(**{**kw, "on_path": lambda tool: tool in DEMO_TOOLS}))  # noqa: B010
+
+    # and the demo machine runs no server: no socket under /run, no runtime directory, no X server (this machine's,
+    # or the sockets a test run makes meanwhile, would change the samples)
+    from ai_sandbox import sockets
+
+    setattr(sockets, "scan", lambda top=sockets.RUN: [])  # noqa: B010
+    setattr(sockets, "_runtime", lambda env, uid: [])  # noqa: B010
+    setattr(firejail, "_x11", lambda s: [])  # noqa: B010
 
     # setattr: mypy refuses an assignment to a method
     setattr(firejail.Firejail, "unavailable", lambda self: None)  # noqa: B010

@@ -69,7 +69,11 @@ def plan(
     """The launch's Sockets. needed: what the sandbox must still show (the project, the homes, ai-sandbox's own
     files, the writable places; never $TMPDIR); allow: `allow_sockets`, absolute; found: the sockets to mask
     (default: scan)."""
-    needed = [os.path.realpath(p) for p in needed if p]
+    # each as named and as resolved: a venv's python under /tmp is a link to an interpreter elsewhere, and the exec
+    # goes through the link (CI: `cannot start /tmp/…/.venv/bin/python3` with only the target's entry kept)
+    needed = list(
+        dict.fromkeys(q for p in needed if p for q in (os.path.normpath(os.path.abspath(p)), os.path.realpath(p)))
+    )
     kept: list[str] = []
     why_not = ""
     for p in needed:

@@ -632,3 +632,21 @@ def test_a_literal_private_address_never_reaches_the_upstream_proxy(ws, firejail
         assert not any(b"10.1.2.3" in g or b"169.254" in g or b"smuggled" in g for g in got), got
     finally:
         up.close()
+
+
+def test_an_agent_linked_from_a_tmp_directory_still_starts(ws, firejail):
+    """The sandbox's own /tmp keeps the entry holding the agent as named, not only where its link leads: a venv's
+    python under /tmp is a link to an interpreter elsewhere (CI: `cannot start /tmp/…/.venv/bin/python3`)."""
+    import shutil
+
+    d = Path(f"/tmp/ais-agent-{token('AG').lower()}")
+    (d / "bin").mkdir(parents=True)
+    try:
+        (d / "bin" / "tool").symlink_to(shutil.which("echo") or "/bin/echo")
+        d.chmod(0o755)
+        (d / "bin").chmod(0o755)
+        ws.config_file.write_text("")
+        res = ws.run("--", str(d / "bin" / "tool"), "started")
+        assert res.rc == 0 and res.out == "started\n", res.err
+    finally:
+        shutil.rmtree(d)

@@ -3,6 +3,9 @@ addresses count as the host's own, what the agent's environment gains, and who m
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from ai_sandbox import config, network
@@ -267,3 +270,21 @@ def test_the_scan_finds_sockets_eight_levels_down(tmp_path):
     assert sockets.scan(str(tmp_path)) == sorted([str(deep / "y.sock"), str(tmp_path / "x.sock")])
     for s in made:
         s.close()
+
+
+def test_a_needed_path_is_kept_as_named_and_as_resolved(tmp_path):
+    """A venv's python under /tmp links to an interpreter elsewhere, and the exec goes through the link."""
+    from ai_sandbox import sockets
+
+    target = tmp_path / "python3.11"
+    target.write_text("")
+    d = Path("/tmp") / f"ais-venv-{os.getpid()}"
+    (d / "bin").mkdir(parents=True, exist_ok=True)
+    try:
+        (d / "bin" / "python3").symlink_to("/usr/bin/env")
+        s = sockets.plan({}, 99999, [str(d / "bin" / "python3")], found=[])
+        assert str(d) in s.kept
+    finally:
+        import shutil
+
+        shutil.rmtree(d)

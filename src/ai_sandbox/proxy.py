@@ -38,7 +38,7 @@ class Refused(Exception):
 
 
 class Proxy:
-    def __init__(self, net: Network, out: object = None) -> None:
+    def __init__(self, net: Network) -> None:
         self.net = net
         self.refused: dict[str, int] = {}
         self.lock = threading.Lock()
@@ -199,10 +199,8 @@ class Proxy:
             return
         try:
             up = self.open(host, port)
-        except Refused as e:
+        except Refused:  # SOCKS5 has no room for a reason: "connection not allowed by ruleset"
             conn.sendall(b"\x05\x02\x00\x01" + bytes(6))
-            sys.stderr.flush()
-            del e
             return
         except OSError:
             conn.sendall(b"\x05\x05\x00\x01" + bytes(6))

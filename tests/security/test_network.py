@@ -79,6 +79,21 @@ if args["allowed"]:
     out["allowed"] = get(f"http://127.0.0.1:{args['allowed']}/")
     out["allowed_by_proxy"] = via_proxy(f"http://127.0.0.1:{args['allowed']}/")
     out["by_name"] = via_proxy(f"http://localhost:{args['loopback']}/")
+    def socks(host, port):  # SOCKS5, CONNECT by name: the reply code, then what the server said
+        s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+        s.sendall(b"\x05\x01\x00")
+        s.recv(2)
+        s.sendall(b"\x05\x01\x00\x03" + bytes([len(host)]) + host.encode() + port.to_bytes(2, "big"))
+        rep = s.recv(10)[1]
+        if rep:
+            return f"socks {rep}"
+        s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        data = b""
+        while chunk := s.recv(4096):
+            data += chunk
+        return "socks 0 " + data.decode().partition("\r\n\r\n")[2]
+    out["socks_allowed"] = socks("127.0.0.1", args["allowed"])
+    out["socks_refused"] = socks("refused.example.invalid", 443)
 print("@@" + json.dumps(out))
 """
 
@@ -194,6 +209,8 @@ def test_an_allowed_host_port_answers_and_a_name_for_a_loopback_address_does_not
     out, err = probe(ws, servers, allowed=True)
     assert out["allowed"] == servers.http_token
     assert out["allowed_by_proxy"] == "200: " + servers.http_token
+    assert out["socks_allowed"] == "socks 0 " + servers.http_token  # SOCKS5 on the same port
+    assert out["socks_refused"] == "socks 2"  # "connection not allowed by ruleset"
     assert servers.token not in json.dumps(out)
     assert out["by_name"].startswith(
         "403: ai-sandbox: localhost resolves to 127.0.0.1, a loopback, private or this machine's own address"

@@ -243,6 +243,10 @@ class Firejail:
             b"writable-var-log",
         ]
         lines += self.private_sockets(policy.sockets)
+        # the sandbox's own runtime directory, writable whatever order firejail mounts its whitelist tmpfs and the
+        # read-only rules in (the agent's own sockets go there)
+        uid = self.user[0] if self.user else os.geteuid()
+        late = [b"read-write " + os.fsencode(r) for r in policy.sockets.runtime if r == f"/run/user/{uid}"]
         if policy.network.private:  # a network namespace of its own, with only its loopback (network.py)
             lines.append(b"net none")
             if policy.network.mode == "allowlist":
@@ -263,6 +267,8 @@ class Firejail:
             lines += [b"read-only " + p, b"read-write " + p]
         for path in own.protect:
             lines.append(b"read-only " + os.fsencode(path))
+        if confined:
+            lines += late
         # After the anchors and read-only lines (a read-only line after a tmpfs would make it read-only), before
         # the masks: each tmpfs costs a read of the mount table, and a mask folded into it cannot exist.
         for path in scratch:

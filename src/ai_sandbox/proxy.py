@@ -146,13 +146,8 @@ class Proxy:
         method, target, version = (p.decode("latin-1") for p in parts)
         if method == "CONNECT":
             host, port = _split_hostport(target, 443)
-            try:
-                up = self.open(host, port)
-            except Refused as e:
-                _answer(conn, 403, str(e))
-                return
-            except OSError as e:
-                _answer(conn, 502, f"ai-sandbox: cannot reach {host}:{port}: {e}")
+            up = self._opened(conn, host, port)
+            if up is None:
                 return
             conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             if rest:
@@ -164,13 +159,8 @@ class Proxy:
             return
         hostport, _, path = target[7:].partition("/")
         host, port = _split_hostport(hostport, 80)
-        try:
-            up = self.open(host, port)
-        except Refused as e:
-            _answer(conn, 403, str(e))
-            return
-        except OSError as e:
-            _answer(conn, 502, f"ai-sandbox: cannot reach {host}:{port}: {e}")
+        up = self._opened(conn, host, port)
+        if up is None:
             return
         headers = [
             h for h in lines.split(b"\r\n")[1:] if not h.lower().startswith((b"proxy-connection:", b"proxy-auth"))
@@ -178,6 +168,16 @@ class Proxy:
         request = f"{method} /{path} {version}".encode("latin-1")
         up.sendall(b"\r\n".join([request, *headers]) + b"\r\n\r\n" + rest)
         _relay(conn, up)
+
+    def _opened(self, conn: socket.socket, host: str, port: int) -> socket.socket | None:
+        """open(), or the HTTP answer that says why not (403 refused, 502 unreachable) and None."""
+        try:
+            return self.open(host, port)
+        except Refused as e:
+            _answer(conn, 403, str(e))
+        except OSError as e:
+            _answer(conn, 502, f"ai-sandbox: cannot reach {host}:{port}: {e}")
+        return None
 
     def _socks(self, conn: socket.socket) -> None:
         greeting = _recv_exact(conn, 2)

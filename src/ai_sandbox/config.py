@@ -17,7 +17,7 @@ from ai_sandbox import legacy
 from ai_sandbox.backends.registry import REGISTRY, auto_help
 from ai_sandbox.errors import ConfigError
 from ai_sandbox.fs import below, write_atomic
-from ai_sandbox.paths import config_home, state_dir
+from ai_sandbox.paths import config_home, sha256, state_dir
 from ai_sandbox.patterns import PROJECT, USER, Pattern, Source
 from ai_sandbox.records import factory, record, value
 
@@ -93,9 +93,7 @@ def load_toml(path: str, root: str = "") -> tuple[dict[str, Any], str]:
     """The file's TOML and its text. `root`: the project a project config belongs to — what it may link
     to, and whether its parse may be remembered (see `_public`)."""
     raw = read_config(path, root)
-    import hashlib
-
-    digest = hashlib.sha256(raw).hexdigest()
+    digest = sha256(raw).hexdigest()
     cached = _parsed(digest)
     if cached is not None:
         return cached, raw.decode("utf-8")  # only UTF-8 that parsed is ever remembered

@@ -14,13 +14,13 @@ process (`refresh`), so the next launch knows.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 
 from ai_sandbox import git, paths
 from ai_sandbox.fs import below, printable, read_json, write_atomic
+from ai_sandbox.paths import sha256
 from ai_sandbox.policy import CRYPT, HISTORY, Notice, Policy
 from ai_sandbox.records import factory, record
 
@@ -243,7 +243,7 @@ def state_key(tgts: list[Target]) -> str:
     """What the findings depend on, by stat calls only (it runs on the launch path): the hidden paths, and
     each repository's refs, reflogs, packs and loose-object directories (a hidden file's content stored by
     `git add` lands in one). Not the hidden files themselves: new content git does not store changes nothing."""
-    h = hashlib.sha256(b"%d\0" % VERSION)
+    h = sha256(b"%d\0" % VERSION)
     for t in sorted(tgts, key=lambda t: t.root):
         h.update(os.fsencode(t.root) + b"\0")
         for rel in sorted(t.masks):

@@ -6,6 +6,7 @@ and replaces itself with the backend: the terminal, signals and exit status belo
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -446,6 +447,7 @@ def run(req: Request) -> int:
     fs.make_dirs(prepared.plan.dirs)
     fs.write_files(prepared.plan.files)
     state.record(rec)
+    gc.enable()  # main() turned it off for the launch's work; what follows lives on (watcher, proxy, supervisor)
     root = prepared.policy.root
     needs = bool(prepared.marks.needs)
     end = _session_end(prepared)

@@ -1,12 +1,11 @@
-"""Entry point. The options of ai-sandbox are declared once, in `options.OPTIONS`: argparse parses the launch
+"""Entry point. The options of ai-sandbox are declared once, in `options.OPTIONS`: `parse` reads the launch
 (`ai-sandbox [OPTIONS] AGENT …`) from it, and `cli` generates the typer root from it for `--help`,
-completion and the subcommands. The launch path never imports typer or rich (~90 ms together); argparse
-costs ~2 ms.
+completion and the subcommands. The launch path never imports typer or rich (~90 ms together), nor argparse.
 """
 
 from __future__ import annotations
 
-import argparse
+import gc
 import os
 import sys
 
@@ -14,40 +13,64 @@ from ai_sandbox.errors import EXIT_INTERNAL, EXIT_USAGE, SandboxError, UsageErro
 from ai_sandbox.options import OPTIONS, SUBCOMMANDS, network_mode
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]  # raises, never exits
-        raise UsageError(message, "see `ai-sandbox --help`")
-
-
-def parser() -> argparse.ArgumentParser:
-    """The launch parser: OPTIONS, then the agent and everything after it, verbatim (REMAINDER)."""
-    p = _Parser(prog="ai-sandbox", add_help=False, allow_abbrev=False)
-    for o in OPTIONS:
-        if o.metavar:
-            p.add_argument(*o.names, dest=o.dest, metavar=o.metavar, help=o.help)
-        else:
-            p.add_argument(*o.names, dest=o.dest, action="store_true", help=o.help)
-    p.add_argument("agent", nargs=argparse.REMAINDER)
-    return p
+def _option_like(word: str) -> bool:
+    """What argparse reads as an option rather than a value: a dash word, but not `-`, a negative number, or
+    words with a blank in them."""
+    if not word.startswith("-") or word == "-" or " " in word:
+        return False
+    digits = word[1:].replace(".", "", 1)
+    return not (digits.isdecimal() and not word[1:].endswith("."))  # argparse's -\d+ and -\d*\.\d+
 
 
 def parse(argv: list[str]) -> tuple[dict[str, str | bool], list[str], bool]:
     """(options given, keyed by long name; the agent's argv; whether it came after `--`). Parsing stops at
-    the first word that is not an option of ours, or at `--`: nothing after it is ours."""
-    ns, unknown = parser().parse_known_args(argv)
-    rest: list[str] = ns.agent
-    is_command = rest[:1] == ["--"]  # REMAINDER keeps the `--` that ended our options
-    if is_command:
-        rest = rest[1:]
-    elif rest and rest[0].startswith("-") and rest[0] != "-":
-        unknown.insert(0, rest[0])  # argparse takes "-1" or "-x y" for a word; for us they are options
-    if unknown:
-        raise UsageError(f"unknown option {unknown[0]!r}", "options of ai-sandbox come before the agent; see --help")
-    opts = {o.name: v for o in OPTIONS if (v := getattr(ns, o.dest)) not in (None, False)}
-    return opts, rest, is_command
+    the first word that is not an option of ours, or at `--`: nothing after it is ours. By hand rather than
+    with argparse (~4 ms of imports with gettext and locale, on every launch); tests/unit/test_cli.py
+    compares the two."""
+    by_name = {n: o for o in OPTIONS for n in o.names}
+    opts: dict[str, str | bool] = {}
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return opts, argv[i + 1 :], True
+        if not _option_like(word):
+            break
+        name, eq, given = word.partition("=") if word.startswith("--") else (word, "", "")
+        option = by_name.get(name)
+        if option is None:
+            raise UsageError(f"unknown option {word!r}", "options of ai-sandbox come before the agent; see --help")
+        if not option.metavar:
+            if eq:
+                raise UsageError(f"argument {name}: ignored explicit argument {given!r}", "see `ai-sandbox --help`")
+            opts[option.name] = True
+        elif eq:
+            opts[option.name] = given
+        elif i + 1 < len(argv) and not _option_like(argv[i + 1]) and argv[i + 1] != "--":
+            i += 1
+            opts[option.name] = argv[i]
+        else:
+            raise UsageError(f"argument {name}: expected one argument", "see `ai-sandbox --help`")
+        i += 1
+    rest = argv[i:]
+    if rest and rest[0].startswith("-") and rest[0] != "-":
+        # argparse took "-1" or "-x y" for a word; for us they are options
+        raise UsageError(f"unknown option {rest[0]!r}", "options of ai-sandbox come before the agent; see --help")
+    return opts, rest, False
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A launch builds thousands of small objects and none of them is garbage before the exec: the collector's
+    # passes over them cost ~4 ms of a small project's launch, more in a monorepo. Back on before anything
+    # lives on (launch.run's watcher and proxy, a supervised session, the commands).
+    gc.disable()
+    try:
+        return _main(argv)
+    finally:
+        gc.enable()
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     debug = False  # ours only if given before the agent: the agent's own --debug is the agent's
     try:
@@ -103,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
 def _typer(argv: list[str]) -> int:
     """Help, completion and the subcommands. The typer root re-reads the options before the subcommand
     (`ai-sandbox --backend docker explain`): cli generates it from the same OPTIONS."""
+    gc.enable()
     from ai_sandbox.cli import app
 
     try:

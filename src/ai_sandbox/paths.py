@@ -8,9 +8,20 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from hashlib import sha256 as sha256
+else:  # the interpreter's own SHA-256 (3.12+: _sha2, before: _sha256): hashlib loads OpenSSL, ~3.5 ms a launch
+    try:
+        from _sha2 import sha256
+    except ImportError:  # pragma: no cover - depends on the Python version and build
+        try:
+            from _sha256 import sha256
+        except ImportError:
+            from hashlib import sha256
 
 
 def _home(env: Mapping[str, str]) -> str:
@@ -43,7 +54,7 @@ def shipped_dir() -> str:
 
 def project_key(root: str) -> str:
     """A project's file name in the state and cache directories."""
-    return hashlib.sha256(os.fsencode(root)).hexdigest()[:24]
+    return sha256(os.fsencode(root)).hexdigest()[:24]
 
 
 def project_cache(env: Mapping[str, str], root: str, kind: str) -> str:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum  # already imported by re: free on the launch path
-from fnmatch import fnmatchcase, translate
+from fnmatch import fnmatchcase
 
 from ai_sandbox.errors import ConfigError
+from ai_sandbox.globs import Glob, Names
 from ai_sandbox.records import value
 
 _SPECIAL = frozenset("\\!^")  # escapes, negation and [^...] classes need the real parser
@@ -141,9 +142,10 @@ class PatternSet:
             for p in patterns
             if not p.text.startswith("!") and "/" in p.text.rstrip("/")
         ]
-        # one regex that any simple name pattern matches: most paths match none, and are answered at once
-        names = [p.text.rstrip("/") for i, p in enumerate(patterns) if i not in self._anchored]
-        self._any_name = re.compile("|".join(f"(?:{translate(t)})" for t in names)) if names else None
+        # the simple name patterns, matched without a regex (globs.py): most paths match none, and are answered
+        # at once
+        self._names = {i: Glob(p.text.rstrip("/")) for i, p in enumerate(patterns) if i not in self._anchored}
+        self._any_name = Names([g.text for g in self._names.values()]) if self._names else None
         self._spec = None
         self._by_name: dict[tuple[str, bool], Pattern | None] = {}
         if not self._simple:
@@ -177,7 +179,7 @@ class PatternSet:
         name = rel.rsplit("/", 1)[-1]
         if self._anchored:
             return self._match(rel, name, is_dir)
-        if self._any_name is None or not self._any_name.match(name):
+        if self._any_name is None or not self._any_name.any(name):
             return None
         # names only: the answer depends on the last component alone, and a monorepo repeats a few names
         # (node_modules, dist) thousands of times
@@ -198,7 +200,7 @@ class PatternSet:
                     continue
             rx = self._anchored.get(i)
             if rx is None:
-                if fnmatchcase(name, text):
+                if self._names[i].match(name):
                     return pat
             elif rx.fullmatch(rel) or any(rx.fullmatch(a) for a in _ancestors(rel)):
                 return pat  # a pattern that names a directory covers everything in it, as in git

@@ -6,11 +6,11 @@ Profiles are TOML files: the ones shipped in the package, overridden by the user
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 
 from ai_sandbox.errors import ConfigError
+from ai_sandbox.globs import Glob, Names
 from ai_sandbox.paths import shipped_dir
 from ai_sandbox.patterns import PROFILE, Pattern, Source
 from ai_sandbox.records import factory, record
@@ -96,15 +96,17 @@ NOT_SECRET = ("*.example", "*.sample", "*.template", "*.dist", "*.tpl", "*.md", 
 _DATA_EXT = {"", ".json", ".yaml", ".yml", ".toml", ".ini", ".conf", ".cfg", ".txt", ".xml", ".properties", ".env",
              ".bak"}  # fmt: skip
 _WIDE = ("*secret*", "*credentials*")
-_SECRET_RE = re.compile("|".join(fnmatch.translate(p) for p in SECRET_NAMES))
+_SECRETS = [Glob(p) for p in SECRET_NAMES]  # globs.py: no regex to compile at every launch
+_ANY_SECRET = Names(SECRET_NAMES)
+_NOT_SECRET = Names(NOT_SECRET)
 
 
 def secret_name(name: str) -> str | None:
     """The SECRET_NAMES pattern that a file or directory name matches, if it looks like a secret."""
     low = name.lower()
-    if not _SECRET_RE.match(low) or any(fnmatch.fnmatchcase(low, p) for p in NOT_SECRET):
+    if not _ANY_SECRET.any(low) or _NOT_SECRET.any(low):
         return None
-    pat = next(p for p in SECRET_NAMES if fnmatch.fnmatchcase(low, p))
+    pat = next(g.text for g in _SECRETS if g.match(low))
     if pat in _WIDE and os.path.splitext(low)[1] not in _DATA_EXT:
         return None
     return pat

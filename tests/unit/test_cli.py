@@ -9,6 +9,8 @@ import sys
 import types
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ai_sandbox import main, options
 from ai_sandbox.errors import UsageError
@@ -48,6 +50,54 @@ def test_parse(argv, opts, rest, is_cmd):
 def test_parse_errors(argv, message):
     with pytest.raises(UsageError, match=message):
         main.parse(argv)
+
+
+def _argparse(argv):
+    """The launch parser as it was, with argparse: the oracle main.parse is compared with."""
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):
+            raise UsageError(message, "")
+
+    p = Parser(prog="ai-sandbox", add_help=False, allow_abbrev=False)
+    for o in options.OPTIONS:
+        if o.metavar:
+            p.add_argument(*o.names, dest=o.dest, metavar=o.metavar)
+        else:
+            p.add_argument(*o.names, dest=o.dest, action="store_true")
+    p.add_argument("agent", nargs=argparse.REMAINDER)
+    ns, unknown = p.parse_known_args(argv)
+    rest = ns.agent
+    is_command = rest[:1] == ["--"]
+    if is_command:
+        rest = rest[1:]
+    elif rest and rest[0].startswith("-") and rest[0] != "-":
+        unknown.insert(0, rest[0])
+    if unknown:
+        raise UsageError(f"unknown option {unknown[0]!r}", "")
+    return {o.name: v for o in options.OPTIONS if (v := getattr(ns, o.dest)) not in (None, False)}, rest, is_command
+
+
+WORDS = ["--dry-run", "--backend", "--backend=auto", "--backend=", "--network", "on", "--image", "-h", "--help",
+         "--debug", "--version", "--dry-run=yes", "--", "-", "-1", "-.5", "-5.", "-x y", "--nope", "--ver", "-hx",
+         "claude", "x", "--engine=podman", "-٣"]  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(WORDS), max_size=6))
+def test_parse_answers_as_argparse_did(argv):
+    """The hand parser against argparse on every mix of our options, values, dashes and agents: the same
+    options, agent and `--`, or a usage error from both."""
+    try:
+        want = _argparse(argv)
+    except UsageError:
+        want = None
+    try:
+        got = main.parse(argv)
+    except UsageError:
+        got = None
+    assert got == want
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ verify.parse_spec, beside each other in verify.py, write and read its bytes."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 
@@ -15,7 +14,7 @@ from ai_sandbox.backends.plan import Checked
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.fs import below
 from ai_sandbox.idents import Snapshot
-from ai_sandbox.paths import cache_dir
+from ai_sandbox.paths import cache_dir, sha256
 from ai_sandbox.policy import Policy
 
 
@@ -31,7 +30,7 @@ def checked(
     """The launch check the sandbox runs before the agent: its command, its spec's path and bytes. Refused when
     the policy hides the interpreter, the script or the spec: the check needs them inside."""
     check = launch_check(policy, own, cwd, scratch, backend, seen)
-    check_path = os.path.join(cache_dir(env), f"check-{hashlib.sha256(check).hexdigest()[:24]}")
+    check_path = os.path.join(cache_dir(env), f"check-{sha256(check).hexdigest()[:24]}")
     python, script = host.verifier()
     for path in (python, script, check_path):
         if (m := policy.hidden(path)) is not None:

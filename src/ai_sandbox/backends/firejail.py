@@ -10,7 +10,6 @@ setuid start strips and adds variables).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import stat
@@ -30,7 +29,7 @@ from ai_sandbox.backends.plan import LaunchPlan, Settings
 from ai_sandbox.errors import PolicyError, UnavailableError
 from ai_sandbox.fs import below
 from ai_sandbox.idents import Snapshot
-from ai_sandbox.paths import cache_dir
+from ai_sandbox.paths import cache_dir, sha256
 from ai_sandbox.policy import Policy
 from ai_sandbox.sockets import Sockets
 
@@ -350,7 +349,7 @@ class Firejail:
         own.hide = [*own.hide, *policy.sockets.masked, *_x11(policy.sockets)]
         scratch = self.scratch(policy)
         content = self.profile(policy, own, scratch)
-        digest = hashlib.sha256(content).hexdigest()[:24]
+        digest = sha256(content).hexdigest()[:24]
         base = cache_dir(env)
         profile_path = os.path.join(base, f"firejail-{digest}.profile")
         cwd = os.path.realpath(self.settings.cwd or os.getcwd())

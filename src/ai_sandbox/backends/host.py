@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from collections.abc import Callable, Iterator, Mapping
 
 from ai_sandbox.backends.plan import LaunchPlan, Settings
@@ -217,6 +216,7 @@ def never_scratch(policy: Policy) -> Callable[[str], bool]:
 def probe_plan(make: Callable[[Settings], Backend], env: Mapping[str, str]) -> Iterator[tuple[str, LaunchPlan]]:
     """(temp dir, plan) of a sandbox that hides one temp file and runs `true`, its files written: what a
     backend's probe starts. The temp dir is removed afterwards."""
+    import shutil  # the probe's only: shutil brings bz2 and lzma, ~3 ms of a launch that has a verdict already
     import tempfile
 
     from ai_sandbox.fs import make_dirs, write_files

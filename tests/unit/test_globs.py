@@ -1,0 +1,47 @@
+"""globs.py against the standard library: for every pattern without a bracket class, the same answer as
+fnmatchcase, on names built to sit near the pattern's fixed parts."""
+
+from fnmatch import fnmatchcase
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ai_sandbox import globs, patterns, profiles
+
+CHARS = "ab.*?-\n\udc80é"
+texts = st.text(alphabet=CHARS, max_size=8)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(pattern=texts, name=st.text(alphabet="ab.-\n\udc80é*?", max_size=10))
+def test_a_glob_answers_as_fnmatchcase(pattern, name):
+    assert globs.match(name, pattern) == fnmatchcase(name, pattern)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(pattern=texts, data=st.data())
+def test_names_built_from_the_pattern_itself_agree(pattern, data):
+    """Names made by filling the pattern's wildcards (so that most of them match), then nudged."""
+    fill = data.draw(st.lists(st.text(alphabet="ab.", max_size=3), min_size=pattern.count("*") + pattern.count("?")))
+    it = iter(fill)
+    name = "".join((next(it) if c == "*" else (next(it)[:1] or "x")) if c in "*?" else c for c in pattern)
+    cut = data.draw(st.integers(0, len(name)))
+    for candidate in (name, name[:cut] + name[cut + 1 :], name + "a", "a" + name):
+        assert globs.match(candidate, pattern) == fnmatchcase(candidate, pattern)
+
+
+@given(names=st.lists(texts, max_size=6), name=texts)
+def test_a_set_of_patterns_matches_when_one_does(names, name):
+    assert globs.Names(names).any(name) == any(fnmatchcase(name, p) for p in names)
+
+
+def test_the_shipped_name_lists_have_no_bracket_class():
+    """What globs.py cannot read must never reach it: the secret names, and the simple allow patterns."""
+    assert all(globs.plain(p) for p in (*profiles.SECRET_NAMES, *profiles.NOT_SECRET))
+    simple = [
+        p
+        for p in (*profiles.TOOL_ALLOW, *profiles.DEPENDENCY_DIRS, *profiles.BUILD_OUTPUT_DIRS)
+        if patterns._is_simple(p)
+    ]
+    assert simple and all(globs.plain(p) for p in simple)
+    assert not patterns._is_simple("[ab]c") and not patterns._is_simple("a]")

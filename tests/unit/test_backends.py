@@ -44,7 +44,11 @@ def test_each_plan_runs_the_check_its_entry_names_before_the_agent(name, tmp_pat
     assert isinstance(plan.check, Checked)
     assert plan.argv == [*plan.sandbox, *plan.check.argv, *agent]  # the check, then the agent
     python, flags, script, spec = plan.check.argv[0], plan.check.argv[1:3], plan.check.argv[3], plan.check.argv[4]
-    assert flags == ("-I", "-S") and os.path.basename(script) == "verify.py" and os.access(python, os.X_OK)
+    assert flags == ("-I", "-S") and os.access(python, os.X_OK)
+    if os.path.basename(script) != "verify.py":  # verify's bytecode, copied into the cache (host.compiled_verifier)
+        assert plan.check.compiled is not None and plan.check.compiled[0] == script
+        with open(verify.__cached__, "rb") as f:
+            assert plan.files[script] == f.read()
     assert plan.files[spec] == plan.check.spec  # written before the exec
     records = verify.parse_spec(plan.check.spec)
     assert records is not None
@@ -68,3 +72,33 @@ def test_the_spec_round_trips_every_record_kind_and_odd_names():
     data = verify.spec([k.encode() + os.fsencode(n) for k, n in records])
     assert verify.parse_spec(data) == records
     assert verify.parse_spec(b"not a spec") is None
+
+
+def test_the_launch_check_runs_from_bytecode_only_when_it_is_the_source_s(tmp_path, monkeypatch):
+    """The check runs from verify's .pyc, copied into the cache, only when the .pyc matches the source by
+    Python's own test (mtime and size): a stale one (an install that could not rewrite it) is never run, the
+    source is; and it runs: the copy exits as verify.py does."""
+    import py_compile
+    import subprocess
+
+    from ai_sandbox.backends import host
+
+    pyc = tmp_path / "verify.cpython.pyc"
+    py_compile.compile(verify.__file__, cfile=str(pyc), doraise=True)
+    monkeypatch.setattr(verify, "__cached__", str(pyc))
+    got = host.compiled_verifier(str(tmp_path / "cache"))
+    assert got is not None and got[1] == pyc.read_bytes() and got[0].startswith(str(tmp_path / "cache" / "verify-"))
+    copy = tmp_path / "copy.pyc"
+    copy.write_bytes(got[1])
+    python = host.verifier()[0]
+    for script in (str(copy), verify.__file__):
+        out = subprocess.run([python, "-I", "-S", script], capture_output=True, text=True)
+        assert out.returncode == verify.EXIT_UNENFORCED and "needs a spec and a command" in out.stderr
+    data = bytearray(pyc.read_bytes())
+    for at in (8, 12):  # the source's mtime, then its size, no longer the .pyc's
+        stale = bytearray(data)
+        stale[at] ^= 1
+        pyc.write_bytes(bytes(stale))
+        assert host.compiled_verifier(str(tmp_path / "cache")) is None
+    monkeypatch.setattr(verify, "__cached__", str(tmp_path / "missing.pyc"))
+    assert host.compiled_verifier(str(tmp_path / "cache")) is None

@@ -38,8 +38,10 @@ def checked(
                 f"{path} is hidden by the policy ({m.reason}), and the launch check needs it inside",
                 "narrow the rule that hides it",
             )
+    compiled = host.compiled_verifier(cache_dir(env))
+    run = compiled[0] if compiled is not None else script
     # -I: isolated (no PYTHON* variable, no user site, no cwd on sys.path); -S: no site, stdlib only, ~2 ms less
-    return Checked((python, "-I", "-S", script, check_path), check_path, check)
+    return Checked((python, "-I", "-S", run, check_path), check_path, check, compiled)
 
 
 def launch_check(

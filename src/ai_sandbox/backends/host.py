@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from ai_sandbox.backends.plan import LaunchPlan, Settings
 from ai_sandbox.errors import UnavailableError
 from ai_sandbox.fs import below
-from ai_sandbox.paths import cache_dir, config_home, state_dir
+from ai_sandbox.paths import cache_dir, config_home, sha256, state_dir
 from ai_sandbox.policy import Policy
 from ai_sandbox.records import factory, record
 from ai_sandbox.sockets import Sockets
@@ -244,6 +244,32 @@ def probe_plan(make: Callable[[Settings], Backend], env: Mapping[str, str]) -> I
         yield base, plan
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def compiled_verifier(cache: str) -> tuple[str, bytes] | None:
+    """verify.py as the bytecode this process imported it from, and where its copy goes in the cache (read-only
+    inside): the launch check then runs from it and skips compiling ~750 lines in every sandbox (~5 ms). Only a
+    timestamp .pyc that matches the source by Python's own import test (its mtime and size); None otherwise
+    (a stale .pyc an install could not rewrite, hash-based or optimized bytecode), and the source runs."""
+    import sys
+
+    from ai_sandbox import verify
+
+    cached = getattr(verify, "__cached__", None)
+    bootstrap = sys.modules.get("_frozen_importlib_external")
+    if not cached or sys.flags.optimize or bootstrap is None:
+        return None
+    try:
+        with open(cached, "rb") as f:
+            data = f.read()
+        st = os.stat(verify.__file__)
+    except OSError:
+        return None
+    header = (bootstrap.MAGIC_NUMBER, b"\0\0\0\0", (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little"),
+              (st.st_size & 0xFFFFFFFF).to_bytes(4, "little"))  # fmt: skip
+    if data[:16] != b"".join(header):
+        return None
+    return os.path.join(cache, f"verify-{sha256(data).hexdigest()[:24]}.pyc"), data
 
 
 def verifier() -> tuple[str, str]:

@@ -29,9 +29,10 @@ class Settings:
 class Checked:
     """The launch check the sandbox runs before the agent: its command and the spec it reads."""
 
-    argv: tuple[str, ...]  # python -I -S verify.py SPEC
+    argv: tuple[str, ...]  # python -I -S verify.py SPEC (or verify's bytecode, copied into the cache)
     path: str  # where the spec is written before the exec
     spec: bytes
+    compiled: tuple[str, bytes] | None = None  # the copy of verify's bytecode the check runs, written beside it
 
 
 @value
@@ -65,7 +66,8 @@ class LaunchPlan:
         """Everything written before the exec: the backend's own files and the launch check's spec."""
         if isinstance(self.check, Unchecked):
             return dict(self.extra_files)
-        return {**self.extra_files, self.check.path: self.check.spec}
+        compiled = dict([self.check.compiled] if self.check.compiled else [])
+        return {**self.extra_files, **compiled, self.check.path: self.check.spec}
 
 
 def descriptor_args(data: bytes) -> list[str] | None:

@@ -7,6 +7,9 @@ for is names and directories, not content.
 
     small         100 files: 88 tracked, a few ignored files, dist/ and node_modules/
     100k          2,000 tracked files + 100,000 files in node_modules/
+    hidden400     100,000 files, 400 of them ignored secrets (a `.env.local` in each of 400 services, beside
+                  tracked files): 400 masks that are neither dependencies nor build outputs, the launch's
+                  heaviest usual case; the rest tracked sources and node_modules/
     monorepo      1,000 packages, 50,003 tracked files, 1,000,000 files in total; 5,000 separate ignored
                   directories (per package dist/ node_modules/ coverage/ .turbo/ build/) and 2,000
                   individually ignored files (per package .env.local and src/debug.log)
@@ -104,6 +107,20 @@ def medium() -> Files:
     yield from _node_modules("", 100_000, 100, "")
 
 
+HIDDEN_SERVICES = 400
+
+
+def hidden400() -> Files:
+    yield ".gitignore", b"node_modules/\n.env.local\n", True
+    yield "package.json", b'{"name": "services", "private": true}\n', True
+    for s in range(HIDDEN_SERVICES):
+        base = f"services/svc{s:03d}/"
+        for n in ("package.json", "src/index.ts", "src/handler.ts", "src/config.ts", "test/handler.test.ts"):
+            yield base + n, _src(base + n), True
+        yield base + ".env.local", b"API_KEY=bench\n", False
+    yield from _node_modules("", 100_000 - 2 - HIDDEN_SERVICES * 6, 100, "")
+
+
 MONO_PACKAGES = 1000
 MONO_TOTAL = 1_000_000
 
@@ -152,6 +169,7 @@ class Fixture:
 FIXTURES = [
     Fixture("small", "small repo", small, 40, 15),
     Fixture("100k", "2k tracked + 100k in node_modules/", medium, 20, 10),
+    Fixture("hidden400", "100k files, 400 secrets hidden", hidden400, 20, 10),
     Fixture("monorepo", "monorepo, 1M files", monorepo, 10, 10),
 ]
 

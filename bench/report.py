@@ -58,6 +58,14 @@ def machine() -> list[tuple[str, str]]:
     ]
 
 
+def paired(runs: list[float], bare: list[float]) -> tuple[float, float]:
+    """The median over the pairs of (run − bare, run / bare): each launch against the bare one run beside it."""
+    pairs = list(zip(runs, bare, strict=False))
+    if not pairs:
+        return float("nan"), float("nan")
+    return med([a - b for a, b in pairs]), med([a / b for a, b in pairs])
+
+
 def ms(x: float) -> str:
     if x != x:  # nan
         return "–"
@@ -74,31 +82,32 @@ def launches(
     p(" · ".join(f"{k}: {v}" for k, v in mach) + "\n")
     p(runs_note + "\n")
     p("| fixture | config | files | hidden | `--dry-run` | `ai-sandbox -- true` | bare `firejail` | overhead | ratio "
-      "| overhead of the fastest runs | hidden (bwrap) | `--backend bwrap` | bare `bwrap` | bwrap overhead "
-      "| bwrap, fastest runs |")  # fmt: skip
+      "| fastest runs | `--backend bwrap` | bare `bwrap` | overhead | ratio | fastest runs |")  # fmt: skip
     p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         cfg = CONFIG_SHOWN[r.variant]
         files = f"{r.info['files']:,}"
+        hidden = f"{r.hidden:,}" if r.bw_hidden in (0, r.hidden) else f"{r.hidden:,} ({r.bw_hidden:,} bwrap)"
         if r.bw_error or not r.bw_sandbox:
-            bw = f"{r.bw_hidden:,} | **fails** | – | – | – |" if r.bw_error else "– | – | – | – | – |"
+            bw = "**fails** | – | – | – | – |" if r.bw_error else "– | – | – | – | – |"
         else:
-            x, y = med(r.bw_sandbox), med(r.bw_bare)
-            bw = (f"{r.bw_hidden:,} | {ms(x)} | {ms(y)} | +{x - y:,.0f} ms | "
+            over, ratio = paired(r.bw_sandbox, r.bw_bare)
+            bw = (f"{ms(med(r.bw_sandbox))} | {ms(med(r.bw_bare))} | +{over:,.0f} ms | {ratio:.2f}× | "
                   f"+{min(r.bw_sandbox) - min(r.bw_bare):,.0f} ms |")  # fmt: skip
         if r.error or r.bare_error:
             bare = "fails" if r.bare_error else "–"
-            p(f"| {r.fixture.title} | {cfg} | {files} | {r.hidden:,} | – | **fails** | {bare} | – | – | – | {bw}")
+            p(f"| {r.fixture.title} | {cfg} | {files} | {hidden} | – | **fails** | {bare} | – | – | – | {bw}")
             continue
-        a, b = med(r.sandbox), med(r.bare)
-        p(f"| {r.fixture.title} | {cfg} | {files} | {r.hidden:,} | {ms(med(r.dry))} | {ms(a)} | {ms(b)} | "
-          f"+{a - b:,.0f} ms | {a / b:.2f}× | +{min(r.sandbox) - min(r.bare):,.0f} ms | {bw}")  # fmt: skip
-    p("\n*hidden*: masks after collapsing (`ai-sandbox explain --json` → `hidden`); *overhead*: median of "
-      "`ai-sandbox -- true` − median of bare `firejail --quiet --profile=<the same generated profile> -- true`, "
-      "run interleaved; *overhead of the fastest runs*: min − min, less sensitive to a busy machine. "
-      "*bwrap* columns: `ai-sandbox --backend bwrap -- true` against bare `bwrap --args 3 -- true` with the "
-      "arguments ai-sandbox generated (`explain --json` → `descriptors`), interleaved; the masks are not among "
-      "them (the launch check mounts them), so their cost is in the overhead.")  # fmt: skip
+        over, ratio = paired(r.sandbox, r.bare)
+        p(f"| {r.fixture.title} | {cfg} | {files} | {hidden} | {ms(med(r.dry))} | {ms(med(r.sandbox))} | "
+          f"{ms(med(r.bare))} | +{over:,.0f} ms | {ratio:.2f}× | +{min(r.sandbox) - min(r.bare):,.0f} ms | {bw}")  # fmt: skip
+    p("\n*hidden*: masks after collapsing (`ai-sandbox explain --json` → `hidden`). Each launch is paired with one "
+      "of the bare backend on the very rules ai-sandbox generated, run just before or after it (the order "
+      "alternates): `firejail --quiet --profile=<the generated profile> -- true`, and `bwrap --args 3 -- true` "
+      "with the generated arguments (`explain --json` → `descriptors`), started and waited for as ai-sandbox "
+      "does. *overhead* and *ratio*: the median over the pairs of ai-sandbox − bare and ai-sandbox / bare; "
+      "*fastest runs*: min − min, less sensitive to a busy machine. bwrap's masks are not among its arguments "
+      "(the launch check mounts them), so their cost is in its overhead.")  # fmt: skip
     for r in rows:
         if r.error or r.bare_error or r.bw_error:
             p(f"\n**{r.fixture.title}, {VARIANTS[r.variant]}: the launch fails.**\n")
@@ -128,46 +137,44 @@ def launches(
     if stale:
         p(f"\n**Outdated**: src/ai_sandbox/git/ no longer spells out {', '.join(stale)} as reproduced here.")
 
-    p("\nInside one launch (`launch.prepare()` of `ai-sandbox -- true` timed in-process, then the rest of `run()` "
-      "up to the exec; median; *startup* is `python -c pass`, *imports* `import ai_sandbox.main, "
-      "ai_sandbox.launch`):\n")  # fmt: skip
-
-    def inner_columns(r: Row) -> dict[str, float]:
-        t, nan = r.inner, float("nan")
-        tail = [t[k] for k in ("mount table", "state", "write profile", "import watch", "fork") if k in t]
-        return {
-            "startup": imp["wall_pass"] if imp else nan,
-            "imports": t.get("import", nan),
-            "`find_repo`": t.get("find_repo", nan),
-            "`scan`": t.get("scan", nan),
-            "of it: git": t.get("scan git", nan),
-            "of it: parse": t.get("scan self", nan) - t.get("scan git", nan),
-            "`collect`, rest": t.get("collect self", nan),
-            "policy build": t.get("policy build", nan),
-            "rest of prepare": t["prepare"] - t["top"] if "prepare" in t and "top" in t else nan,
-            "state, profile, watcher": sum(tail) if tail else nan,
-            "sum": sum(t.get(k, 0) for k in ("import", "prepare")) + sum(tail) + (imp["wall_pass"] if imp else 0),
-            "measured overhead": med(r.sandbox) - med(r.bare) if r.sandbox else nan,
-        }
-
-    measured = [r for r in rows if r.inner]
-    cols = {r.fixture.name + r.variant: inner_columns(r) for r in measured}
-    # A column no row could fill (a hooked function moved away) is left out.
-    heads = [h for h in (next(iter(cols.values()), {})) if any(c[h] == c[h] for c in cols.values())]
-    p(f"| fixture | config | masks | {' | '.join(heads)} |")
-    p("| --- | --- " + "| ---: " * (1 + len(heads)) + "|")
-    for r in measured:
-        c = cols[r.fixture.name + r.variant]
-        cfg = CONFIG_SHORT[r.variant]
-        p(f"| {r.fixture.title} | {cfg} | {r.inner.get('masks', 0):,.0f} | {' | '.join(ms(c[h]) for h in heads)} |")
-    seen = sorted({r.inner["git calls"] for r in measured if r.inner.get("git calls")})
-    p(f"\n*find_repo*: `git rev-parse`; *scan*: `git.scan`, *of it: git* the wall time while its git "
-      "processes ran (they run side by side), *parse* the rest (splitting their output, collapsing ignored "
-      "directories); *collect, rest*: `layers.collect` without the scans (ignored and git-crypt entries, "
-      "patterns); *rest of prepare*: config, profile lookup, backend plan; *state, profile, watcher*: the "
-      "hidden-paths record (check and write), rereading the content-addressed profile, the mount-table check, "
-      "importing `watch` and the watcher's fork. Git processes seen per launch: "
-      f"{'; '.join(seen) or 'none recorded'}.")  # fmt: skip
+    p("\nInside one launch: `launch.run()` of `ai-sandbox -- true`, in-process, each phase timed by wrapping the "
+      "functions it calls (median of several launches), up to the exec (firejail) or the start of the session "
+      "(bwrap, supervised); then the launch check inside the sandbox, paired: the sandbox started with the "
+      "check against the same sandbox starting `true` directly.\n")  # fmt: skip
+    heads = ["startup", "imports", "config", "layers, git", "of it: git", "policy", "writes, sockets, network",
+             "backend", "record", "watcher", "proxy", "other", "launch check inside", "sum", "measured"]  # fmt: skip
+    p(f"| fixture | config | backend | masks | {' | '.join(heads)} |")
+    p("| --- | --- | --- | ---: " + "| ---: " * len(heads) + "|")
+    nan = float("nan")
+    for r in rows:
+        for backend, t, chk, runs, bare in (("firejail", r.inner, r.check, r.sandbox, r.bare),
+                                            ("bwrap", r.bw_inner, r.bw_check, r.bw_sandbox, r.bw_bare)):  # fmt: skip
+            if not t:
+                continue
+            named = ("config", "layers, git", "policy", "writes, sockets, network", "backend", "record", "watcher",
+                     "proxy")  # fmt: skip
+            startup = imp["wall_pass"] if imp else nan
+            cells = {
+                "startup": startup,
+                "imports": t.get("imports", nan),
+                **{k: t.get(k, 0.0) for k in named},
+                "of it: git": t.get("layers, git git", nan),
+                "other": t.get("run", nan) - sum(t.get(k, 0.0) for k in named),
+                "launch check inside": chk.get("check", nan),
+                "sum": startup + t.get("imports", nan) + t.get("run", nan) + chk.get("check", nan),
+                "measured": paired(runs, bare)[0] if runs else nan,
+            }
+            p(f"| {r.fixture.title} | {CONFIG_SHORT[r.variant]} | {backend} | {r.hidden:,} | "
+              f"{' | '.join(ms(cells[h]) for h in heads)} |")  # fmt: skip
+    p("\n*startup*: `python -c pass` in the venv; *imports*: `import ai_sandbox.main, ai_sandbox.launch`; *config*: "
+      "reading the user's and the project's config, the launcher's own-files check; *layers, git*: `git.find_repo` "
+      "and `layers.collect` (the `ls-files` scans, ignored and git-crypt entries, patterns), *of it: git* the wall "
+      "time while its git processes ran; *policy*: `policy.build`; *writes, sockets, network*: their plans; "
+      "*backend*: choosing it and its plan (profile, launch check spec); *record*: the hidden-paths record, "
+      "checked and written; *watcher*: importing `watch` and its fork; *proxy*: the network proxy's fork; "
+      "*other*: the rest of `run()` (the mount table, the history key, writing the generated files, the index "
+      "marks); *launch check inside*: the median of the pairs' difference; *sum*: all of these; *measured*: the "
+      "launch table's overhead.")  # fmt: skip
 
     if imp:
         p("\n### Import time of the launch path\n")

@@ -134,7 +134,10 @@ class Row:
     bare: list[float] = field(default_factory=list)
     error: str = ""
     bare_error: str = ""
-    inner: dict = field(default_factory=dict)
+    inner: dict = field(default_factory=dict)  # the phases of one instrumented launch (INNER), median of several
+    check: dict = field(default_factory=dict)  # the launch check inside, paired (CHECK)
+    bw_inner: dict = field(default_factory=dict)
+    bw_check: dict = field(default_factory=dict)
     # the same launch with --backend bwrap, against bare `bwrap <the same arguments> true`
     bw_hidden: int = 0
     bw_sandbox: list[float] = field(default_factory=list)
@@ -142,109 +145,136 @@ class Row:
     bw_error: str = ""
 
 
-# Run in the venv's Python: prepare() of one `ai-sandbox -- true`, timed piece by piece, then the rest of
-# run() up to the exec. Functions are timed by wrapping them where the launch path looks them up; one that
-# a refactor moved or renamed is not wrapped, and its column is left out of the table. Every git process
-# is timed through subprocess.Popen (start to exit), whatever starts it.
+# Run in the venv's Python: one `ai-sandbox -- true` through launch.run() itself, up to the exec (or, for a
+# supervised backend, the start of the session), each phase timed by wrapping the functions run() calls where it
+# looks them up. A function a refactor moved or renamed is not wrapped, and its column is left out. Every git
+# process is timed through subprocess.Popen (start to exit), whatever starts it. The JSON goes to the file named
+# by argv[1]: the watcher and the proxy outlive this process, holding whatever pipe it had.
 INNER = r"""
 import json, os, sys, time
+OUT = sys.argv[1]
 T = {}
 t0 = time.perf_counter()
 import ai_sandbox.main
 from ai_sandbox import launch as L
-T["import"] = time.perf_counter() - t0
-import importlib, importlib.util, subprocess
-from ai_sandbox import layers, policy
-def module(*names):  # the first that exists: the bench also times older trees (project.py became git.py)
-    return importlib.import_module(next(n for n in names if importlib.util.find_spec(n)))
-git = module("ai_sandbox.git", "ai_sandbox.project")
+T["imports"] = time.perf_counter() - t0
+import importlib, subprocess
+def module(name):
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+config, git, layers, state = (module("ai_sandbox." + n) for n in ("config", "git", "layers", "state"))
+t = time.perf_counter()
+watch = module("ai_sandbox.watch")  # imported by run() only when it starts the watcher: counted there
+T["import watch"] = time.perf_counter() - t
+supervise = module("ai_sandbox.supervise")
+backends = [c for m, c in (("firejail", "Firejail"), ("bwrap", "Bwrap")) if (mod := module("ai_sandbox.backends." + m))
+            for c in [getattr(mod, c, None)] if c is not None]
 
-GITS = []  # [subcommand, start, exit] of every git process
-def subcommand(argv):
-    i = 1
-    while i < len(argv) and argv[i].startswith("-"):  # "-c name=value" and global options come first
-        i += 2 if argv[i] == "-c" else 1
-    return os.fsdecode(argv[i]) if i < len(argv) else "?"
+GITS = []  # [start, exit] of every git process
 class Popen(subprocess.Popen):
     def __init__(self, args, *a, **k):
         argv = [args] if isinstance(args, (str, bytes)) else list(args)
         self._bench = None
         if argv and os.path.basename(os.fsdecode(argv[0])) == "git":
-            self._bench = [subcommand(argv), time.perf_counter(), None]
+            self._bench = [time.perf_counter(), None]
             GITS.append(self._bench)
         super().__init__(args, *a, **k)
-    def wait(self, *a, **k):  # communicate() ends with it, as does subprocess.run()
+    def wait(self, *a, **k):
         rc = super().wait(*a, **k)
-        if self._bench is not None and self._bench[2] is None:
-            self._bench[2] = time.perf_counter()
+        if self._bench is not None and self._bench[1] is None:
+            self._bench[1] = time.perf_counter()
         return rc
 subprocess.Popen = Popen
 
-STACK = []  # time spent in wrapped calls nested in each wrapped call in progress
+DEPTH = [0]
 def timed(key, f):
     def w(*a, **k):
+        if DEPTH[0]:  # inside another phase: that phase's time
+            return f(*a, **k)
         n, s = len(GITS), time.perf_counter()
-        STACK.append(0.0)
+        DEPTH[0] += 1
         try:
             return f(*a, **k)
         finally:
-            d, inner = time.perf_counter() - s, STACK.pop()
-            if STACK:
-                STACK[-1] += d
-            else:
-                T["top"] = T.get("top", 0.0) + d
-            T[key] = T.get(key, 0.0) + d
-            T[key + " self"] = T.get(key + " self", 0.0) + d - inner
-            procs = GITS[n:]
-            if procs and all(p[2] is not None for p in procs):  # wall time while git ran, side by side or not
-                T[key + " git"] = T.get(key + " git", 0.0) + max(p[2] for p in procs) - min(p[1] for p in procs)
+            DEPTH[0] -= 1
+            T[key] = T.get(key, 0.0) + time.perf_counter() - s
+            procs = [p for p in GITS[n:] if p[1] is not None]
+            if procs:  # wall time while git ran, side by side or not
+                T[key + " git"] = T.get(key + " git", 0.0) + max(p[1] for p in procs) - min(p[0] for p in procs)
     return w
 def wrap(key, *targets):
     for obj, name in targets:
-        f = getattr(obj, name, None)
+        f = getattr(obj, name, None) if obj is not None else None
         if callable(f):
             setattr(obj, name, timed(key, f))
-wrap("find_repo", (git, "find_repo"), (L, "find_repo"), (layers, "find_repo"))
-wrap("scan", (git, "scan"), (layers, "scan"))
-wrap("collect", (layers, "collect"), (L, "collect"))
-wrap("policy build", (policy, "build"), (L, "build"))
+wrap("config", (config, "load_user"), (config, "load_project"), (L, "_move_home_files"), (L, "_check_own_files"))
+wrap("layers, git", (git, "find_repo"), (layers, "collect"), (git, "other_checkouts"))
+wrap("policy", (L, "build"), (L, "merge"))
+wrap("writes, sockets, network", (L, "_writes"), (L, "_sockets"), (L, "_network"))
+wrap("backend", (L, "select"), *((c, "plan") for c in backends))
+wrap("record", (state, "check"), (state, "record"))
+wrap("watcher", (watch, "start"))
+wrap("proxy", (L, "_start_proxy"))
 
-t = time.perf_counter()
-req = L.Request(argv=["true"], is_command=True, cwd=os.getcwd(), env=dict(os.environ))
-prepared = L.prepare(req)
-T["prepare"] = time.perf_counter() - t
-T["top"] = T.get("top", 0.0)
-t = time.perf_counter()
-from ai_sandbox import nested
-nested.inside_sandbox(nested.mounts())
-T["mount table"] = time.perf_counter() - t
-from ai_sandbox import state
-if hasattr(state, "check") and hasattr(state, "record"):
-    t = time.perf_counter()
-    state.record(state.check(prepared.policy, req.env))
-    T["state"] = time.perf_counter() - t
-t = time.perf_counter()
-_fs = module("ai_sandbox.fs", "ai_sandbox.launch")
-if hasattr(_fs, "make_dirs"):
-    _fs.make_dirs(prepared.plan.dirs)
-_fs.write_files(prepared.plan.files)
-T["write profile"] = time.perf_counter() - t
-t = time.perf_counter()
-from ai_sandbox import watch
-T["import watch"] = time.perf_counter() - t
-t = time.perf_counter()
-pid = os.fork()
-if pid == 0:
+def done(*a, **k):
+    T["run"] = time.perf_counter() - t_run
+    out = {k: v * 1000 for k, v in T.items()}
+    out["import"] = out["imports"]
+    out["git calls"] = len(GITS)
+    with open(OUT, "w") as f:
+        json.dump(out, f)
     os._exit(0)
-T["fork"] = time.perf_counter() - t
-os.waitpid(pid, 0)
-out = {k: v * 1000 for k, v in T.items()}
-out["masks"] = len(prepared.policy.masks)
-calls = {}
-for name, start, end in GITS:
-    calls[name] = calls.get(name, 0) + 1
-out["git calls"] = ", ".join(f"{n} ×{c}" for n, c in calls.items())
-print(json.dumps(out))
+L._exec = done
+if supervise is not None:
+    supervise.run = done
+req = L.Request(argv=["true"], is_command=True, cwd=os.getcwd(), env=dict(os.environ),
+                backend=os.environ.get("BENCH_BACKEND") or None)
+t_run = time.perf_counter()
+L.run(req)
+"""
+
+# The launch check inside, paired: the sandbox as ai-sandbox starts it (the check, then `true`) against the
+# same sandbox starting `true` directly, interleaved, each through supervise.spawn and a blocking wait (with the
+# proxy's channel at its descriptor when the plan has one). For bwrap the masks are mounted by the check: their
+# mounts are in its time. Prints the two medians and the median of the pairs' differences.
+CHECK = r"""
+import json, os, socket, statistics, sys, time
+from ai_sandbox import fs, launch as L, network, supervise
+from ai_sandbox.backends.plan import LaunchPlan, Unchecked
+runs = int(sys.argv[1])
+req = L.Request(argv=["true"], is_command=True, cwd=os.getcwd(), env=dict(os.environ),
+                backend=os.environ.get("BENCH_BACKEND") or None)
+p = L.prepare(req)
+fs.make_dirs(p.plan.dirs)
+fs.write_files(p.plan.files)
+plan = p.plan
+bare = LaunchPlan(sandbox=plan.sandbox, agent=plan.agent, check=Unchecked("bench"), env=plan.env, fds=plan.fds)
+def once(pl):
+    keep = None
+    if p.policy.network.mode == "allowlist":
+        ours, theirs = socket.socketpair()
+        keep = {network.FD: theirs.fileno()}
+    t = time.perf_counter()
+    with open(os.devnull, "r+b") as null:
+        pid = supervise.spawn(pl, (null.fileno(), null.fileno(), null.fileno()), cwd=os.getcwd(), keep=keep)
+        if keep:
+            theirs.close()
+        _, status = os.waitpid(pid, 0)
+    took = (time.perf_counter() - t) * 1000
+    if keep:
+        ours.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"exit {os.waitstatus_to_exitcode(status)}")
+    return took
+with_check, without = [], []
+for i in range(runs):
+    pair = ((plan, with_check), (bare, without))
+    for pl, out in pair if i % 2 == 0 else pair[::-1]:
+        out.append(once(pl))
+print(json.dumps({"with": statistics.median(with_check), "without": statistics.median(without),
+                  "check": statistics.median(a - b for a, b in zip(with_check, without))}))
 """
 
 
@@ -300,31 +330,49 @@ def measure(row: Row, runs: int, dry_runs: int, env: dict[str, str]) -> None:
             row.error = f"`ai-sandbox --dry-run -- true` exited {rc}"
             return
         row.dry.append(ms)
+    row.inner, row.check = phases(cwd, env, max(5, min(runs, 10)))
+
+
+def phases(cwd: str, env: dict[str, str], runs: int, backend: str = "") -> tuple[dict, dict]:
+    """The median of each phase over runs instrumented launches (INNER), and the launch check inside, paired
+    (CHECK); {} where one failed (said on stderr)."""
+    import tempfile
+
+    env = {**env, "BENCH_BACKEND": backend}
     samples: list[dict] = []
-    for _ in range(max(5, min(runs, 10))):
-        p = subprocess.run([venv_python(), "-c", INNER], cwd=cwd, env=env, capture_output=True)
-        if p.returncode == 0:
-            samples.append(json.loads(p.stdout))
-        else:
-            log(f"  breakdown failed: {p.stderr.decode(errors='replace').strip().splitlines()[-1:]}")
-            break
-    for k in {k for s in samples for k in s}:
-        values = [s[k] for s in samples if k in s]
-        row.inner[k] = values[0] if isinstance(values[0], str) else med(values)  # text: the git calls made
+    with tempfile.TemporaryDirectory() as d:
+        for i in range(runs):
+            out = os.path.join(d, f"inner-{i}.json")
+            p = subprocess.run([venv_python(), "-c", INNER, out], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+            if p.returncode != 0 or not os.path.exists(out):
+                log(f"  breakdown failed: {p.stderr.decode(errors='replace').strip().splitlines()[-1:]}")
+                break
+            with open(out) as f:
+                samples.append(json.load(f))
+    inner = {k: med([s[k] for s in samples if k in s]) for k in {k for s in samples for k in s}}
+    p = subprocess.run([venv_python(), "-c", CHECK, str(max(runs, 10))], cwd=cwd, env=env, capture_output=True)
+    if p.returncode != 0:
+        log(f"  launch check timing failed: {p.stderr.decode(errors='replace').strip().splitlines()[-1:]}")
+        return inner, {}
+    return inner, json.loads(p.stdout)
 
 
 def bwrap_timed(args: list[str], cwd: str, env: dict[str, str]) -> tuple[float, int]:
-    """Wall time of bare `bwrap --args 3 -- true` with args at fd 3, started the way ai-sandbox starts it."""
+    """Wall time of bare `bwrap --args 3 -- true` with args at fd 3, started the way ai-sandbox starts it
+    (supervise.spawn), and waited for without polling (supervise.captured polls every 10 ms)."""
     from ai_sandbox.backends.bwrap import SECCOMP_FD, tiocsti_filter
     from ai_sandbox.backends.plan import LaunchPlan, Unchecked
-    from ai_sandbox.supervise import captured
+    from ai_sandbox.supervise import spawn
 
     blob = b"".join(os.fsencode(a) + b"\0" for a in args)
     plan = LaunchPlan(sandbox=[shutil.which("bwrap") or "bwrap", "--args", "3", "--"], agent=[shutil.which("true") or "/usr/bin/true"],
                       check=Unchecked("bare bwrap"), env=env, fds={3: blob, SECCOMP_FD: tiocsti_filter()})  # fmt: skip
     t = time.perf_counter()
-    rc, _, _ = captured(plan, cwd)
-    return (time.perf_counter() - t) * 1000, rc
+    with open(os.devnull, "r+b") as null:
+        pid = spawn(plan, (null.fileno(), null.fileno(), null.fileno()), cwd=cwd)
+        _, status = os.waitpid(pid, 0)
+    return (time.perf_counter() - t) * 1000, os.waitstatus_to_exitcode(status)
 
 
 def measure_bwrap(row: Row, runs: int, env: dict[str, str]) -> None:
@@ -362,6 +410,7 @@ def measure_bwrap(row: Row, runs: int, env: dict[str, str]) -> None:
                 row.bw_error = f"a timed bwrap run exited {rc}"
                 return
             out.append(took)
+    row.bw_inner, row.bw_check = phases(cwd, env, max(5, min(runs, 10)), "bwrap")
 
 
 def stale_git_calls() -> list[str]:

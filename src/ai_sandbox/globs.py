@@ -72,14 +72,23 @@ def match(name: str, pattern: str) -> bool:
 
 
 class Names:
-    """Many patterns: the literal ones answered by one set lookup, the rest one by one."""
+    """Many patterns, asked of every listed name: the literal ones answered by one set lookup, `*suffix` and
+    `prefix*` (most of the rest) by one endswith or startswith over all of them, the others one by one."""
 
-    __slots__ = ("literals", "globs")
+    __slots__ = ("literals", "suffixes", "prefixes", "globs")
 
     def __init__(self, patterns: list[str] | tuple[str, ...]) -> None:
         globs = [Glob(p) for p in patterns]
         self.literals = frozenset(g.text for g in globs if g.literal)
-        self.globs = [g for g in globs if not g.literal]
+        plain = [g for g in globs if not g.literal and len(g.parts) == 2 and "?" not in g.text]
+        self.suffixes = tuple(g.parts[1] for g in plain if not g.parts[0])
+        self.prefixes = tuple(g.parts[0] for g in plain if not g.parts[1])
+        self.globs = [g for g in globs if not g.literal and not (g in plain and not (g.parts[0] and g.parts[1]))]
 
     def any(self, name: str) -> bool:
-        return name in self.literals or any(g.match(name) for g in self.globs)
+        return (
+            name in self.literals
+            or name.endswith(self.suffixes)
+            or name.startswith(self.prefixes)
+            or any(g.match(name) for g in self.globs)
+        )

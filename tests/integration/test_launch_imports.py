@@ -1,0 +1,92 @@
+"""The launch path's import budget, counted rather than timed: what a real launch has imported when it execs the
+backend (firejail) or starts supervising it (bwrap).
+
+Imports were a third of ai-sandbox's own launch time (issue 29: ~32 ms over a bare interpreter, of a ~110 ms
+overhead on a small project; `make bench` shows the figures). A timed assertion would fail on a busy machine and
+pass a slow regression, so this counts what a regression is made of: every module of ours the launch imports
+is named here (a new one fails until it is added, with its cost measured by `make bench`), and none of the
+standard library's modules that cost a millisecond or more and that the launch has no use for
+may be imported: each one was on the launch path once, and was removed from it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.conftest import PY, Workspace, plant_env
+
+pytestmark = pytest.mark.sandbox
+
+# Everything of ours a launch imports, for either backend; the one a launch uses is added by name below.
+OURS = {
+    "ai_sandbox", "ai_sandbox.backends", "ai_sandbox.backends.check", "ai_sandbox.backends.choose",
+    "ai_sandbox.backends.host", "ai_sandbox.backends.plan", "ai_sandbox.backends.registry", "ai_sandbox.config",
+    "ai_sandbox.errors", "ai_sandbox.fs", "ai_sandbox.git", "ai_sandbox.git.listing", "ai_sandbox.git.log",
+    "ai_sandbox.git.repo", "ai_sandbox.git.run", "ai_sandbox.gitsettings", "ai_sandbox.globs", "ai_sandbox.history",
+    "ai_sandbox.idents", "ai_sandbox.launch", "ai_sandbox.layers", "ai_sandbox.layers.explicit",
+    "ai_sandbox.layers.gitcrypt", "ai_sandbox.layers.ignored", "ai_sandbox.layers.outputs", "ai_sandbox.layers.tree",
+    "ai_sandbox.layers.unlisted", "ai_sandbox.legacy", "ai_sandbox.main", "ai_sandbox.nested", "ai_sandbox.network",
+    "ai_sandbox.options", "ai_sandbox.paths", "ai_sandbox.patterns", "ai_sandbox.policy", "ai_sandbox.policy.build",
+    "ai_sandbox.policy.fit", "ai_sandbox.policy.model", "ai_sandbox.policy.resolve", "ai_sandbox.profiles",
+    "ai_sandbox.records", "ai_sandbox.secretscan", "ai_sandbox.skipworktree", "ai_sandbox.sockets",
+    "ai_sandbox.state", "ai_sandbox.tools", "ai_sandbox.verify", "ai_sandbox.watch", "ai_sandbox.writes",
+}  # fmt: skip
+BACKEND_MODULES = {
+    "firejail": {"ai_sandbox.backends.firejail"},
+    "bwrap": {"ai_sandbox.backends.bwrap", "ai_sandbox.supervise"},
+}
+# Measured with `python -X importtime` (3.11, on the bench machine): each costs a millisecond or more with what it
+# brings, and each was on the launch path before: argparse (with gettext: ~4 ms, main.parse reads the options
+# by hand), hashlib (OpenSSL: 3.5 ms, paths.sha256), shutil (with bz2 and lzma: ~3 ms), socket and threading's
+# proxy (~4 ms, imported in the proxy's child only), typing, dataclasses and inspect (~20 ms, records.py), and
+# the command's libraries (typer, click, rich, pathspec, GitPython).
+HEAVY = {
+    "argparse", "gettext", "hashlib", "_hashlib", "shutil", "bz2", "lzma", "socket", "typing", "dataclasses",
+    "inspect", "ast", "tokenize", "pathlib", "tempfile", "random", "datetime", "uuid", "ssl", "ctypes", "logging",
+    "asyncio", "concurrent", "multiprocessing", "importlib.metadata", "importlib.util", "email", "http", "urllib",
+    "textwrap", "pprint", "string", "statistics", "decimal", "zipfile", "glob", "typer", "click", "rich",
+    "pathspec", "git", "ai_sandbox.proxy", "ai_sandbox.cli", "ai_sandbox.report", "ai_sandbox.explain",
+}  # fmt: skip
+# The standard library's modules a launch imports beyond a bare interpreter's (48 with Python 3.11: re, enum,
+# json, subprocess and what they bring); a newer Python splits or joins a few.
+STDLIB_AT_MOST = 60
+
+# Run in the launcher's interpreter: a real `ai-sandbox --backend B -- true`, which stops where the backend
+# would start, and writes down what the process imported (to a file: the watcher and the proxy keep stdout).
+PROBE = r"""
+import sys
+base = set(sys.modules)
+import os
+from ai_sandbox import launch, main
+out = sys.argv.pop(1)
+def stop(*args, **kwargs):
+    with open(out, "w") as f:
+        f.write("\n".join(sorted(set(sys.modules) - base)))
+    os._exit(0)
+launch._exec = stop
+if "bwrap" in sys.argv:
+    from ai_sandbox import supervise  # the launch imports it too, for a supervised backend
+    supervise.run = stop
+sys.exit(main.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_the_launch_imports_only_what_it_did(ws_self: Workspace, sandbox_backend: str) -> None:
+    plant_env(ws_self)  # a hidden file: the record, the watcher, the launch check and the proxy all take part
+    out = ws_self.base / "imported.txt"
+    proc = subprocess.run(
+        [PY, "-c", PROBE, str(out), "--backend", sandbox_backend, "--", "true"],
+        cwd=ws_self.repo, env=ws_self.env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0 and out.exists(), proc.stderr
+    imported = set(out.read_text().split())
+    ours = {m for m in imported if m.split(".")[0] == "ai_sandbox"}
+    expected = OURS | BACKEND_MODULES[sandbox_backend]
+    assert ours - expected == set(), "new on the launch path: measure it with `make bench`, then name it in OURS"
+    assert {"ai_sandbox.launch", "ai_sandbox.verify", "ai_sandbox.watch"} <= ours  # the probe saw a real launch
+    assert imported & HEAVY == set()
+    stdlib = imported - ours
+    assert {"subprocess", "json", "re"} <= stdlib and len(stdlib) <= STDLIB_AT_MOST, sorted(stdlib)

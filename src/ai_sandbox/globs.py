@@ -9,6 +9,8 @@ pattern with `[`, `]` or anything fnmatch reads otherwise is the caller's to rou
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 def plain(pattern: str) -> bool:
     """Whether this module matches the pattern exactly as fnmatchcase does: no bracket class."""
@@ -71,11 +73,18 @@ def match(name: str, pattern: str) -> bool:
     return Glob(pattern).match(name)
 
 
+# Names asked before the patterns left over from the fast paths are compiled into one regex: a small project asks
+# a few hundred and never pays the compile (~2 ms); a monorepo's build outputs ask the secret names ~100,000
+# times, where one compiled match beats five matched in Python by ~80 ms.
+COMPILE_AFTER = 512
+
+
 class Names:
     """Many patterns, asked of every listed name: the literal ones answered by one set lookup, `*suffix` and
-    `prefix*` (most of the rest) by one endswith or startswith over all of them, the others one by one."""
+    `prefix*` (most of the rest) by one endswith or startswith over all of them, the others one by one, or by
+    one compiled regex once many names were asked."""
 
-    __slots__ = ("literals", "suffixes", "prefixes", "globs")
+    __slots__ = ("literals", "suffixes", "prefixes", "globs", "asked", "regex")
 
     def __init__(self, patterns: list[str] | tuple[str, ...]) -> None:
         globs = [Glob(p) for p in patterns]
@@ -84,11 +93,20 @@ class Names:
         self.suffixes = tuple(g.parts[1] for g in plain if not g.parts[0])
         self.prefixes = tuple(g.parts[0] for g in plain if not g.parts[1])
         self.globs = [g for g in globs if not g.literal and not (g in plain and not (g.parts[0] and g.parts[1]))]
+        self.asked = 0
+        self.regex: Callable[[str], object] | None = None
 
     def any(self, name: str) -> bool:
-        return (
-            name in self.literals
-            or name.endswith(self.suffixes)
-            or name.startswith(self.prefixes)
-            or any(g.match(name) for g in self.globs)
-        )
+        if name in self.literals or name.endswith(self.suffixes) or name.startswith(self.prefixes):
+            return True
+        if not self.globs:
+            return False
+        if self.regex is None:
+            self.asked += 1
+            if self.asked <= COMPILE_AFTER:
+                return any(g.match(name) for g in self.globs)
+            import re
+            from fnmatch import translate
+
+            self.regex = re.compile("|".join(f"(?:{translate(g.text)})" for g in self.globs)).match
+        return self.regex(name) is not None

@@ -45,3 +45,19 @@ def test_the_shipped_name_lists_have_no_bracket_class():
     ]
     assert simple and all(globs.plain(p) for p in simple)
     assert not patterns._is_simple("[ab]c") and not patterns._is_simple("a]")
+
+
+@given(names=st.lists(texts, max_size=6), asked=st.lists(texts, min_size=1, max_size=8))
+def test_the_compiled_regex_answers_as_the_matches_it_replaces(names, asked):
+    """Past COMPILE_AFTER names asked, the left-over patterns are one regex: the same answers as fnmatchcase."""
+    many = globs.Names(names)
+    many.asked = globs.COMPILE_AFTER - 1
+    for name in asked * 2:
+        assert many.any(name) == any(fnmatchcase(name, p) for p in names)
+
+
+def test_many_names_asked_compile_the_left_over_patterns_once():
+    many = globs.Names(["*a*b", "x?y", "*.log"])
+    names = [f"{i}a{i}b" if i % 3 else f"x{i % 10}y" for i in range(globs.COMPILE_AFTER + 100)]
+    assert [many.any(n) for n in names] == [any(fnmatchcase(n, p) for p in ("*a*b", "x?y", "*.log")) for n in names]
+    assert many.regex is not None

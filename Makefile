@@ -64,8 +64,8 @@ unit: $(BIN)/pytest
 docs: $(BIN)/pytest
 	$(BIN)/python scripts/docs.py
 
-# Launch time against the bare backend on three cached fixture repositories (bench/bench.py says how);
-# `make bench BENCH_ARGS=--quick` for the two small ones, BENCH_ARGS="--quick --write-docs docs/performance.md"
+# Launch time against the bare backend on four cached fixture repositories (bench/bench.py says how);
+# `make bench BENCH_ARGS=--quick` for all but the monorepo, BENCH_ARGS="--quick --write-docs docs/performance.md"
 # to put the Markdown between that doc's <!-- bench:begin --> and <!-- bench:end --> lines as well.
 BENCH_ARGS ?=
 bench: $(BIN)/pytest system-deps

@@ -1,7 +1,7 @@
 """Launch benchmark of ai-sandbox against the bare backend: `make bench` (not a timed test).
 
-    make bench                                  # all three fixtures
-    make bench BENCH_ARGS=--quick               # small + 100k fixtures, fewer runs
+    make bench                                  # all four fixtures
+    make bench BENCH_ARGS=--quick               # all but the monorepo, fewer runs
     make bench BENCH_ARGS="--quick --write-docs docs/performance.md"   # and into that doc
     .venv/bin/python bench/bench.py --runs 20   # the same, by hand
 
@@ -14,7 +14,7 @@ fails (the error is printed verbatim under the table). --write-docs PATH also pu
 `<!-- bench:begin -->` and `<!-- bench:end -->` of PATH, replacing what was there, once every launch succeeded
 (without those lines the bench stops before measuring).
 
-Flags: --quick (small and 100k only, fewer runs), --runs N (launches per row; default 40 / 20 / 10),
+Flags: --quick (all but the monorepo, fewer runs), --runs N (launches per row; default 40 / 20 / 20 / 10),
 --only NAME (repeatable), --variant default|nodeps|tracked|unconfined|network-on (repeatable), --build-only (build or check the fixtures and exit), --cache DIR,
 --write-docs PATH.
 """
@@ -50,7 +50,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--quick", action="store_true", help="the small and 100k fixtures only, fewer runs")
+    ap.add_argument("--quick", action="store_true", help="all but the monorepo, fewer runs")
     ap.add_argument("--runs", type=int, help="measured launches per row (default: 40 small, 20 100k, 10 monorepo)")
     ap.add_argument("--build-only", action="store_true", help="build (or check) the fixtures, measure nothing")
     ap.add_argument("--only", choices=[f.name for f in FIXTURES], action="append", help="measure only this fixture")

@@ -401,7 +401,10 @@ class _Checkout:
         env = self.env
         memo = paths.project_cache(env, root, "listings")
         collected = layers.collect(root, repo, self.user_cfg, project_cfg, detail=self.detail, memo=memo)
-        outputs = OutputListings(paths.project_cache(env, root, "outputs"), profiles.secret_name)
+        # the remembered answers hold secret_name's verdicts: a change of its rules must not reuse them
+        outputs = OutputListings(
+            paths.project_cache(env, root, f"outputs-{profiles.SECRET_RULES}"), profiles.secret_name
+        )
         self.outputs.append(outputs)
         policy = build(
             root,

@@ -14,14 +14,18 @@ from collections.abc import Mapping
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from hashlib import sha256 as sha256
-else:  # the interpreter's own SHA-256 (3.12+: _sha2, before: _sha256): hashlib loads OpenSSL, ~3.5 ms a launch
+else:  # the interpreter's own SHA-256 (3.12+: _sha2, before: _sha256): hashlib loads OpenSSL, ~3.5 ms a launch.
+    # Chosen by version, never by a failing import: one that fails searches every entry of sys.path, where a
+    # module planted in a writable one would run (thirtieth red team: `_sha2.py` beside an editable install)
+    import sys
+
     try:
-        from _sha2 import sha256
-    except ImportError:  # pragma: no cover - depends on the Python version and build
-        try:
+        if sys.version_info >= (3, 12):
+            from _sha2 import sha256
+        else:
             from _sha256 import sha256
-        except ImportError:
-            from hashlib import sha256
+    except ImportError:  # pragma: no cover - a Python built without its own hashes
+        from hashlib import sha256
 
 
 def _home(env: Mapping[str, str]) -> str:

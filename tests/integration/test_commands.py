@@ -388,3 +388,17 @@ def test_switching_agents_is_not_a_rule_change(ws_self, firejail):
     res = ws_self.run("opencode", env={"PATH": f"{bindir}:{SYSTEM_BIN}"})
     assert res.rc == 0, res.err  # its profile keeps it readable: not a change of rules
     assert res.out == "{}\n"
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_a_key_in_a_build_output_is_hidden_whatever_wide_pattern_it_also_matches(ws_self):
+    """`secret.asc` is an armored key by `*.asc`; `*secret*` (data files only) matched it first and passed over
+    it, which left it readable in dist/ while `key.asc` was hidden (thirtieth red team, F3)."""
+    ws_self.write(".gitignore", "dist/\n")
+    _commit(ws_self, ".gitignore")
+    ws_self.write("dist/app.js", "BUILT\n")
+    ws_self.write("dist/secret.asc", "ARMORED-SECRET\n")
+    ws_self.write("dist/Secrets.age", "AGE-SECRET\n")
+    res = ws_self.run("--", "sh", "-c", "cat dist/app.js dist/secret.asc dist/Secrets.age; true")
+    assert res.rc == 0, res.err
+    assert "BUILT" in res.out and "ARMORED-SECRET" not in res.out + res.err and "AGE-SECRET" not in res.out + res.err

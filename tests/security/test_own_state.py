@@ -129,6 +129,39 @@ def test_a_session_cannot_change_ai_sandboxs_code_or_the_launch_checks_interpret
                 os.unlink(p)
 
 
+@pytest.mark.backends("firejail", "bwrap")
+def test_a_session_cannot_plant_bytecode_where_the_next_launch_reads_it(ws):
+    """With PYTHONPYCACHEPREFIX set (often under ~/.cache, writable inside), the next launch reads its bytecode
+    there: a .pyc with the source's 16-byte header and code of the session's choosing ran in the launcher,
+    outside, and (copied by host.compiled_verifier) as the launch check (thirtieth red team, F1). Old code: the
+    prefix was writable inside."""
+    secret = plant_env(ws)
+    prefix = ws.home / ".cache" / "pycache"
+    prefix.mkdir(parents=True)
+    env = {"PYTHONPYCACHEPREFIX": str(prefix), "PLANT": str(prefix / "planted-by-session")}
+    assert ws.run("--", "true", env=env).rc == 0  # the launcher keeps its own bytecode there, outside
+    res = _show(ws.run("--", "sh", "-c", 'mkdir -p "$PLANT" && echo PLANTED; cat .env; true', env=env))
+    assert res.rc == 0, res.err
+    assert "PLANTED" not in res.out and secret not in res.out + res.err
+    assert not (prefix / "planted-by-session").exists()
+
+
+def test_the_directory_holding_the_package_and_the_bytecode_prefix_are_read_only_inside(monkeypatch, tmp_path):
+    """The directory that holds ai_sandbox is an entry of the launcher's sys.path: an editable install's `src/`
+    (beside the package, not in it) took a planted `_sha2.py` or `msvcrt.py`, which the next launch's failing
+    imports found (thirtieth red team, F2). It, and the bytecode prefix, are among the paths made read-only."""
+    import ai_sandbox
+    from ai_sandbox.backends import host
+
+    monkeypatch.setattr("sys.pycache_prefix", str(tmp_path))
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_STATE_HOME": str(tmp_path / "s"),
+           "XDG_CACHE_HOME": str(tmp_path / "k")}  # fmt: skip
+    own = host.own_files(env, lambda p: None)
+    holder = os.path.realpath(os.path.dirname(os.path.dirname(ai_sandbox.__file__)))
+    for path in (holder, os.path.realpath(tmp_path)):
+        assert any(path == p or path.startswith(p.rstrip("/") + "/") for p in own.protect), (path, own.protect)
+
+
 @pytest.mark.parametrize("moved", [".local", ".config", ".cache"])
 def test_a_session_cannot_move_ais_own_directories_aside(ws, firejail, moved):
     """Found by the red team: the read-only mounts of ~/.local/state/ai-sandbox, ~/.config/ai-sandbox and

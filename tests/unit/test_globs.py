@@ -61,3 +61,27 @@ def test_many_names_asked_compile_the_left_over_patterns_once():
     names = [f"{i}a{i}b" if i % 3 else f"x{i % 10}y" for i in range(globs.COMPILE_AFTER + 100)]
     assert [many.any(n) for n in names] == [any(fnmatchcase(n, p) for p in ("*a*b", "x?y", "*.log")) for n in names]
     assert many.regex is not None
+
+
+def test_a_secret_name_holds_by_any_of_its_patterns():
+    """`*secret*` is for data files only, but a name it passes over may still be a secret by another pattern
+    (thirtieth red team: `dist/secret.asc` was left readable, `dist/key.asc` hidden)."""
+    assert profiles.secret_name("secret.asc") == "*.asc"
+    assert profiles.secret_name("Secrets.age") == "*.age"
+    assert profiles.secret_name("my-credentials.pem") == "*.pem"
+    assert profiles.secret_name("secret_manager.py") is None
+    assert profiles.secret_name("secrets.yaml") == "*secret*"
+    assert profiles.secret_name("key.asc") == "*.asc"
+    assert profiles.secret_name("secret.asc.example") is None
+
+
+def test_remembered_build_output_answers_are_kept_per_secret_rules(monkeypatch):
+    """layers/outputs.py remembers secret_name's verdicts by directory, under a name holding SECRET_RULES
+    (launch.py): a change of the rules, or of how they are read, is a new name, so a build output listed under
+    the old ones is looked at again (secret.asc above was remembered readable)."""
+    assert profiles.secret_rules() == profiles.SECRET_RULES
+    monkeypatch.setattr(profiles, "SECRET_LOGIC", profiles.SECRET_LOGIC + 1)
+    assert profiles.secret_rules() != profiles.SECRET_RULES
+    monkeypatch.undo()
+    monkeypatch.setattr(profiles, "NOT_SECRET", (*profiles.NOT_SECRET, "*.bak"))
+    assert profiles.secret_rules() != profiles.SECRET_RULES

@@ -63,7 +63,12 @@ def own_files(
     dirs = [os.path.realpath(d) for d in given]
     python, script = verifier()
     package = os.path.dirname(script)
-    code = [sys.prefix, sys.base_prefix, package, python, paths.shipped_dir(), *_startup_hooks_outside()]
+    # the directory that holds the package is an entry of sys.path (an editable install's `src/`), where every import
+    # the launch tries and fails (`msvcrt` in subprocess) looks too; and where this Python keeps bytecode when
+    # PYTHONPYCACHEPREFIX says (often under ~/.cache): a module or .pyc planted in either ran in the next launch,
+    # outside (thirtieth red team)
+    code = [sys.prefix, sys.base_prefix, package, os.path.dirname(package), python, paths.shipped_dir(),
+            *([sys.pycache_prefix] if sys.pycache_prefix else []), *_startup_hooks_outside()]  # fmt: skip
     user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
     if user_site and below(package, user_site):
         code.append(user_site)  # a `pip install --user`: a .pth beside it would run at the next launch

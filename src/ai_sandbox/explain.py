@@ -121,7 +121,12 @@ def document(prepared: Any, paths: list[str] | None, cwd: str, nested: list[Mask
         "network": network_doc(policy),
         "warnings": [{"kind": w.kind, "message": w.message, "path": w.path or None} for w in prepared.notices],
         "command": prepared.plan.argv,
-        "files": {path: content.decode("utf-8", "surrogateescape") for path, content in prepared.plan.files.items()},
+        # the launch check's bytecode (host.compiled_verifier) as its size, like binary descriptors below: lone
+        # surrogates in JSON text are what strict readers refuse
+        "files": {
+            path: f"{len(content)} bytes" if path.endswith(".pyc") else content.decode("utf-8", "surrogateescape")
+            for path, content in prepared.plan.files.items()
+        },
         # what the command reads from its descriptors: bwrap's arguments (--args) as a list; binary data
         # (bwrap's seccomp program) as its size
         "descriptors": {

@@ -82,7 +82,8 @@ def test_explain_json_is_what_the_sandbox_enforces(ws_self, firejail):
     # the profile the launch writes blacklists exactly these paths (and ai-sandbox's parse cache and lock files),
     # and the launch check it writes verifies the same
     (profile,) = (c for p, c in doc["files"].items() if p.endswith(".profile"))
-    (check,) = (c for p, c in doc["files"].items() if not p.endswith(".profile"))
+    (check,) = (c for p, c in doc["files"].items() if os.path.basename(p).startswith("check-"))
+    assert all(p.endswith((".profile", ".pyc")) or "/check-" in p for p in doc["files"])  # .pyc: the check's code
     state = ws_self.home / ".local" / "state" / "ai-sandbox"
     own = {str(state / "parsed"), str(state / "locks")}
     # and the host's sockets (network.md): those under /run, and X11's, which firejail's private /tmp shows again

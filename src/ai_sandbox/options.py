@@ -1,4 +1,4 @@
-"""The options of ai-sandbox itself, declared once: main's launch parser (argparse) and cli's typer root read
+"""The options of ai-sandbox itself, declared once: main's launch parser (main.parse) and cli's typer root read
 them, so `--help` and what a launch accepts cannot drift apart."""
 
 from __future__ import annotations

@@ -89,10 +89,11 @@ class Names:
     def __init__(self, patterns: list[str] | tuple[str, ...]) -> None:
         globs = [Glob(p) for p in patterns]
         self.literals = frozenset(g.text for g in globs if g.literal)
-        plain = [g for g in globs if not g.literal and len(g.parts) == 2 and "?" not in g.text]
-        self.suffixes = tuple(g.parts[1] for g in plain if not g.parts[0])
-        self.prefixes = tuple(g.parts[0] for g in plain if not g.parts[1])
-        self.globs = [g for g in globs if not g.literal and not (g in plain and not (g.parts[0] and g.parts[1]))]
+        # one star at either end, no `?`: answered by endswith/startswith over all of them
+        edge = [g for g in globs if len(g.parts) == 2 and "?" not in g.text and not (g.parts[0] and g.parts[1])]
+        self.suffixes = tuple(g.parts[1] for g in edge if not g.parts[0])
+        self.prefixes = tuple(g.parts[0] for g in edge if not g.parts[1])
+        self.globs = [g for g in globs if not g.literal and g not in edge]
         self.asked = 0
         self.regex: Callable[[str], object] | None = None
 

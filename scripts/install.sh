@@ -124,6 +124,25 @@ install_venv() {
     ln -sfn "$VENV/bin/ai-sandbox" "$LINK"
 }
 
+# The entry script the link leads to starts its Python isolated (-I). Without it Python searches PYTHONPATH
+# before the standard library, and pip's entry script starts with `import re`: with PYTHONPATH naming a
+# directory of a project (`src`), a `re.py` an agent put there ran in the next launch, outside the sandbox.
+# -I also ignores PYTHONWARNINGS (which imports the modules it names), PYTHONHOME and the user site. The agent
+# still gets the environment unchanged. pipx and uv write the script again at each install, so this runs each time.
+isolate_entry() {
+    entry=$(readlink -f "$LINK") || die "$LINK leads nowhere"
+    first=$(head -n 1 "$entry")
+    case $first in
+        "#!/"*" -I") return 0 ;;
+        "#!/"*" "* | "#!/bin/sh") die "$(short "$entry") does not start with a plain '#!python' line: ai-sandbox would read PYTHONPATH; install into a venv whose path has no spaces" ;;
+        "#!/"*) ;;
+        *) die "$(short "$entry") is not a Python entry script: ai-sandbox would read PYTHONPATH" ;;
+    esac
+    tmp=$entry.isolating
+    { printf '%s -I\n' "$first" && tail -n +2 "$entry"; } >"$tmp" && chmod 755 "$tmp" && mv -f "$tmp" "$entry" \
+        || die "could not rewrite $(short "$entry")"
+}
+
 do_install() {
     check_python
     check_link
@@ -137,6 +156,7 @@ do_install() {
         venv) install_venv ;;
     esac
     [ -x "$LINK" ] || die "$how did not put ai-sandbox in $BIN"
+    isolate_entry
     version=$("$LINK" --version) || die "$LINK does not run"
 
     if [ "$(uname -s)" = Linux ] && ! command -v firejail >/dev/null 2>&1; then

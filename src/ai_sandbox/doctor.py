@@ -57,6 +57,7 @@ def run_all(env: Mapping[str, str], opts: Mapping[str, str | None], cwd: str) ->
         )
     )
     checks.append(_userns())
+    checks.append(_launcher(env))
     if nested.inside_sandbox(nested.mounts()):
         checks.append(
             Check("nesting", "ok", "running inside a sandbox: a launch here runs directly if its masks are in force")
@@ -188,6 +189,26 @@ def _tool(name: str, argv: list[str], *, required: bool, hint: str) -> Check:
     except (OSError, subprocess.TimeoutExpired):
         pass
     return Check(name, "fail" if required else "warn", "not installed", hint)
+
+
+def _launcher(env: Mapping[str, str]) -> Check:
+    """Python searches PYTHONPATH before its standard library: a module a session put in a directory it names
+    (`src` of a project) runs in the next launch, outside the sandbox, unless this Python ignores it (-I, as
+    the entry script `make install` writes)."""
+    if sys.flags.isolated or sys.flags.ignore_environment:
+        return Check("launcher", "ok", "Python started isolated (-I): PYTHONPATH and PYTHONWARNINGS are not read")
+    read = [k for k in ("PYTHONPATH", "PYTHONWARNINGS") if env.get(k)]
+    if not read:
+        return Check("launcher", "ok", "no PYTHONPATH: Python loads ai-sandbox from its installation only")
+    return Check(
+        "launcher",
+        "warn",
+        f"this Python reads {' and '.join(read)}: a module planted where {read[0]} points runs in your next"
+        " launch, outside the sandbox",
+        "install with make install (its entry script starts Python with -I), or run env -u "
+        + " -u ".join(read)
+        + " ai-sandbox",
+    )
 
 
 def _userns() -> Check:

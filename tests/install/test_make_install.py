@@ -122,13 +122,24 @@ def test_make_install_then_uninstall_with_the_system_python_as_a_normal_user(tmp
     assert "ai-sandbox doctor && ai-sandbox claude" in first.stdout
     assert _readme_sample() == _version_free(first.stdout), "the README's `make install` sample is not the real output"
 
+    # A PYTHONPATH naming a directory of the project (`src`, as direnv setups do), where a session planted
+    # modules of the standard library's names: Python searches PYTHONPATH before the standard library, so
+    # pip's entry script (`import re` first) ran them in the next launch, outside the sandbox.
+    ran = me.home / "planted-module-ran"
+    (me.repo / "src").mkdir()
+    for mod in ("re", "msvcrt", "enum", "ai_sandbox"):
+        (me.repo / "src" / f"{mod}.py").write_text(f"open({str(ran)!r}, 'a').write('{mod}\\n')\n")
+    if me.user:
+        chown_tree(me.repo, me.user)
     run = me.login(
-        f"cd {me.repo} && command -v ai-sandbox && ai-sandbox -- cat .env; echo rc=$?; ai-sandbox -- cat .gitignore"
+        f"cd {me.repo} && export PYTHONPATH=src PYTHONWARNINGS=ignore::enum.Enum && command -v ai-sandbox"
+        " && ai-sandbox -- cat .env; echo rc=$?; ai-sandbox -- cat .gitignore"
     )
     assert run.stdout.splitlines()[0] == str(link), run.stdout + run.stderr
     assert secret not in run.stdout + run.stderr
     assert "rc=1" in run.stdout and "Permission denied" in run.stderr
     assert run.stdout.rstrip().endswith(".env"), run.stdout + run.stderr  # the sandbox runs what is not hidden
+    assert not ran.exists(), f"the launcher imported {ran.read_text().split()} from PYTHONPATH"
 
     # re-running upgrades in place: the same venv, the new code
     init = me.src / "src" / "ai_sandbox" / "__init__.py"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import AIS, SYSTEM_BIN, Result, require
+from tests.conftest import AIS, PY, SYSTEM_BIN, Result, require, setpriv_argv
 
 pytestmark = pytest.mark.sandbox
 
@@ -243,6 +243,27 @@ def test_doctor_reports_every_backend_and_uses_the_one_that_works(ws_self):
     assert res.rc == 69
     assert "✗ backend firejail: firejail is not installed" in res.out
     assert "✗ backend bwrap: bubblewrap is not installed" in res.out and "apt-get install bubblewrap" in res.out
+
+
+def test_doctor_warns_when_the_launcher_reads_pythonpath(ws_self, firejail):
+    """The venv's pip entry script starts Python without -I: a PYTHONPATH naming a project's directory is
+    searched before the standard library, so doctor says so; started isolated, it is not read."""
+    planted = ws_self.repo / "src"
+    planted.mkdir()
+    res = ws_self.run("doctor", env={"PYTHONPATH": str(planted)})
+    assert res.rc == 0, res.out + res.err
+    assert "! launcher: this Python reads PYTHONPATH" in res.out and "env -u PYTHONPATH ai-sandbox" in res.out
+    quiet = ws_self.run("doctor")
+    assert "✓ launcher: no PYTHONPATH" in quiet.out, quiet.out
+    argv = [PY, "-I", "-m", "ai_sandbox", "doctor"]
+    isolated = subprocess.run(
+        setpriv_argv(ws_self.user.uid, ws_self.user.gid, argv) if ws_self.user else argv,
+        cwd=ws_self.repo,
+        env=ws_self.env({"PYTHONPATH": str(planted)}),
+        capture_output=True,
+        text=True,
+    )
+    assert "✓ launcher: Python started isolated (-I)" in isolated.stdout, isolated.stdout + isolated.stderr
 
 
 def test_doctor_fails_on_a_broken_user_config(ws_self, firejail):

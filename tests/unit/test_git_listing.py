@@ -231,3 +231,71 @@ def test_linked_worktree_keys_are_hidden_too(tmp_path):
     (tmp_path / "worktrees" / "wt" / "git-crypt").mkdir(parents=True)
     (tmp_path / "git-crypt").mkdir()
     assert gitcrypt._own_keys(str(tmp_path)) == [str(tmp_path / "git-crypt"), str(tmp_path / "worktrees/wt/git-crypt")]
+
+
+# ------------------------------------------------------------------ index entries in hidden directories
+
+_INDEX_PATHS = [
+    b"a/x", b"a/y/z", b"a b/x", b"a-/x", b"ab/x", b"a.txt", b"a", b"b/a/x", b"b/ab", b"c/\xff\xfe/d", b"c/\xff",
+    b"d\tt/x", b"e\nn/y", b"f/g/h/i/j", b"f/g/hi", b"f/gh", "é/ü".encode(), b"sub", b"z",
+]  # fmt: skip
+_SPEC_NAMES = sorted({p[:i] for p in _INDEX_PATHS for i in range(1, len(p) + 1)} | {b"nowhere", b"a/", b"f/g/h/i/j/k"})
+
+
+@pytest.fixture(scope="module")
+def crafted_index(tmp_path_factory):
+    """A repository whose index alone holds odd names, conflict stages and a submodule (no work tree needed)."""
+    root = tmp_path_factory.mktemp("index")
+    run = lambda *a, **k: subprocess.run(["git", *a], cwd=root, check=True, capture_output=True, **k)  # noqa: E731
+    run("init", "-q")
+    oid = run("hash-object", "-w", "--stdin", input=b"x\n").stdout.strip()
+    lines = []
+    for p in _INDEX_PATHS:
+        if p == b"sub":
+            lines.append(b"160000 " + oid + b" 0\t" + p)
+        elif p.startswith(b"f/g/h"):
+            lines += [b"100644 " + oid + b" %d\t" % stage + p for stage in (1, 2, 3)]
+        else:
+            lines.append(b"100644 " + oid + b" 0\t" + p)
+    run("update-index", "-z", "--index-info", input=b"\0".join(lines) + b"\0")
+    return str(root)
+
+
+def test_index_entries_picked_here_are_the_ones_git_picks_by_pathspec(crafted_index, monkeypatch):
+    """Past PATHSPECS_AT_MOST paths, the whole index is listed and filtered here: the same entries as git's own
+    literal pathspecs, for names that are prefixes of others, odd bytes, tabs and newlines, every stage."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    names = st.sampled_from([os.fsdecode(n).rstrip("/") for n in _SPEC_NAMES if n.rstrip(b"/")])
+
+    @settings(max_examples=300, deadline=None)
+    @given(dirs=st.lists(names, max_size=6, unique=True), files=st.lists(names, max_size=6, unique=True))
+    def same(dirs: list[str], files: list[str]) -> None:
+        monkeypatch.setattr(git.listing, "PATHSPECS_AT_MOST", 10_000)
+        by_git = git.index_entries(crafted_index, dirs, files)
+        monkeypatch.setattr(git.listing, "PATHSPECS_AT_MOST", 0)
+        assert git.index_entries(crafted_index, dirs, files) == by_git
+
+    same()
+
+    # an index whose entries are out of order (a session can write one) is asked entry by entry, with the same answer
+    records = [ln for ln in subprocess.run(["git", "ls-files", "-z", "--stage"], cwd=crafted_index, check=True,
+               capture_output=True).stdout.split(b"\0") if ln]  # fmt: skip
+
+    @settings(max_examples=200, deadline=None)
+    @given(dirs=st.lists(names, max_size=6, unique=True), files=st.lists(names, max_size=6, unique=True),
+           order=st.permutations(range(len(records))))  # fmt: skip
+    def unsorted(dirs: list[str], files: list[str], order: list[int]) -> None:
+        shuffled = [records[i] for i in order]
+        picked = set(git.listing._pick(records, dirs, files))
+        want = [r for r in shuffled if r in picked]
+        assert git.listing._pick(shuffled, dirs, files) == want
+
+    unsorted()
+    monkeypatch.setattr(git.listing, "PATHSPECS_AT_MOST", 0)
+    got = git.index_entries(crafted_index, ["f/g", "c"], ["a"])
+    assert [(e[2], e[3]) for e in got] == [
+        ("0", "a"), ("0", "c/\udcff"), ("0", "c/\udcff\udcfe/d"),
+        ("1", "f/g/h/i/j"), ("2", "f/g/h/i/j"), ("3", "f/g/h/i/j"), ("1", "f/g/hi"), ("2", "f/g/hi"), ("3", "f/g/hi"),
+    ]  # fmt: skip

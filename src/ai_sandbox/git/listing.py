@@ -371,22 +371,82 @@ def ignores(root: str, rel: str) -> bool:
         return True
 
 
+# `ls-files` matches every index entry against every pathspec: 1,000 hidden directories on a 50,000-entry index took
+# ~0.35 s, as a bwrap session ends, before the user's prompt comes back. Past this many, the whole index is listed
+# (~35 ms there) and its entries are picked here, by git's rule for a literal pathspec: the path itself, or below it.
+PATHSPECS_AT_MOST = 32
+
+
 def index_entries(root: str, dirs: list[str], files: Sequence[str] = ()) -> list[tuple[str, str, str, str]]:
     """(mode, object id, stage, path) of every index entry in these directories, and at these paths (relative,
     literal)."""
-    args = ["ls-files", "-z", "--stage", "--", *(d + "/" for d in dirs), *files]
+    many = len(dirs) + len(files) > PATHSPECS_AT_MOST
+    args = ["ls-files", "-z", "--stage", *([] if many else ["--", *(d + "/" for d in dirs), *files])]
     # QUICK: this runs as a session ends, before the user's prompt comes back under bwrap; a FIFO the session put in
     # the git directory (or its config) would otherwise hold the terminal for TIMEOUT
     proc = _run(args, root, env={**os.environ, "GIT_LITERAL_PATHSPECS": "1"}, timeout=QUICK)
     if proc.returncode != 0:
         raise _git_error(args, root, proc.stderr)
+    records = [r for r in proc.stdout.split(b"\0") if b"\t" in r]
     out = []
-    for rec in _split_z(proc.stdout):
-        meta, _, path = rec.partition("\t")
-        fields = meta.split(" ")
+    for rec in _pick(records, dirs, files) if many else records:
+        meta, _, path = rec.partition(b"\t")
+        fields = meta.split(b" ")
         if len(fields) == 3:
-            out.append((fields[0], fields[1], fields[2], path))
+            out.append((fields[0].decode(), fields[1].decode(), fields[2].decode(), os.fsdecode(path)))
     return out
+
+
+def _pick(records: list[bytes], dirs: Sequence[str], files: Sequence[str]) -> list[bytes]:
+    """The index records (`MODE OID STAGE\tPATH`) the literal pathspecs `DIR/` and `PATH` would pick, in their order.
+    The index is sorted by path, so each pathspec's entries are one run, found by bisection (~2 ms for 1,000
+    directories; asking each entry is ~60 ms); an index not sorted (a session can write one) is asked entry by entry."""
+    import bisect
+    import operator
+
+    paths = [r[r.index(b"\t") + 1 :] for r in records]
+    if not all(map(operator.le, paths, paths[1:])):
+        picked = _Picked(dirs, files)
+        return [r for r, p in zip(records, paths, strict=True) if picked(p, r.startswith(b"160000 "))]
+    found: set[int] = set()
+
+    def run(prefix: bytes, exact: bool, gitlink_only: bool) -> None:
+        i = bisect.bisect_left(paths, prefix)
+        while i < len(paths) and (paths[i] == prefix if exact else paths[i].startswith(prefix)):
+            if not gitlink_only or records[i].startswith(b"160000 "):
+                found.add(i)
+            i += 1
+
+    for d in dirs:
+        name = os.fsencode(d)
+        run(name + b"/", False, False)
+        run(name, True, True)  # `DIR/` picks a submodule named DIR
+    for f in files:
+        name = os.fsencode(f)
+        run(name, True, False)
+        run(name + b"/", False, False)
+    return [records[i] for i in sorted(found)]
+
+
+class _Picked:
+    """Whether an index path lies in one of the directories or at (or below) one of the paths, as literal pathspecs
+    `DIR/` and `PATH` would pick it (`DIR/` picks a submodule named DIR too); the answer for each parent directory
+    is remembered."""
+
+    def __init__(self, dirs: Sequence[str], files: Sequence[str]) -> None:
+        self.at = {os.fsencode(f) for f in files}
+        self.dirs = {os.fsencode(d) for d in dirs}
+        self.prefixes = self.at | self.dirs
+        self.parents: dict[bytes, bool] = {}
+
+    def __call__(self, path: bytes, gitlink: bool = False) -> bool:
+        if path in self.at or (gitlink and path in self.dirs):
+            return True
+        parent = path[: max(path.rfind(b"/"), 0)]
+        hit = self.parents.get(parent)
+        if hit is None:
+            hit = self.parents[parent] = bool(parent) and (parent in self.prefixes or self(parent))
+        return hit
 
 
 _OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")

@@ -165,6 +165,42 @@ def test_the_directory_holding_the_package_and_the_bytecode_prefix_are_read_only
         assert any(path == p or path.startswith(p.rstrip("/") + "/") for p in own.protect), (path, own.protect)
 
 
+def test_every_directory_the_launcher_imports_from_is_read_only_inside_but_pythonpath(monkeypatch, tmp_path):
+    """Every entry of the launcher's sys.path is where a failing import (`msvcrt` in subprocess) looks: pipx's
+    shared site-packages, which its `pipx_shared.pth` adds, took a planted `msvcrt.py` that the next launch ran
+    outside (thirty-first red team, G1, with confine_writes = false). PYTHONPATH's entries are the user's
+    (`src` of the project, which the agent edits): doctor warns of those, and make install's -I ignores them."""
+    from ai_sandbox.backends import host
+
+    shared, mine = tmp_path / "pipx-shared", tmp_path / "project-src"
+    shared.mkdir()
+    mine.mkdir()
+    monkeypatch.setattr("sys.path", [*__import__("sys").path, str(shared), str(mine)])
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_STATE_HOME": str(tmp_path / "s"),
+           "XDG_CACHE_HOME": str(tmp_path / "k"), "PYTHONPATH": f"{tmp_path}/nowhere:{mine}"}  # fmt: skip
+    own = host.own_files(env, lambda p: None)
+    covered = lambda path: any(path == p or path.startswith(p.rstrip("/") + "/") for p in own.protect)  # noqa: E731
+    assert covered(os.path.realpath(shared)), own.protect
+    assert not covered(os.path.realpath(mine)), own.protect
+
+
+def test_a_directory_a_pth_file_adds_cannot_be_planted_in(ws, firejail):
+    """The same with the real sandbox: a `.pth` in the launcher's site-packages names a directory outside it (as
+    pipx's does), and a session cannot put a module there. The .pth is removed whatever happens."""
+    run = running_install()
+    shared = ws.base / "pipx-shared"
+    shared.mkdir()
+    pth = os.path.join(run["site"], "zz-test-shared.pth")
+    try:
+        with open(pth, "w") as f:
+            f.write(str(shared) + "\n")
+        res = _show(ws.run("--", "sh", "-c", f'echo "raise SystemExit" > {shared}/msvcrt.py && echo PLANTED; true'))
+        assert res.rc == 0, res.err
+        assert "PLANTED" not in res.out and not (shared / "msvcrt.py").exists()
+    finally:
+        os.unlink(pth)
+
+
 @pytest.mark.parametrize("moved", [".local", ".config", ".cache"])
 def test_a_session_cannot_move_ais_own_directories_aside(ws, firejail, moved):
     """Found by the red team: the read-only mounts of ~/.local/state/ai-sandbox, ~/.config/ai-sandbox and

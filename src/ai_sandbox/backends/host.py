@@ -68,7 +68,7 @@ def own_files(
     # PYTHONPYCACHEPREFIX says (often under ~/.cache): a module or .pyc planted in either ran in the next launch,
     # outside (thirtieth red team)
     code = [sys.prefix, sys.base_prefix, package, os.path.dirname(package), python, paths.shipped_dir(),
-            *([sys.pycache_prefix] if sys.pycache_prefix else []), *_startup_hooks_outside()]  # fmt: skip
+            *([sys.pycache_prefix] if sys.pycache_prefix else []), *_startup_hooks_outside(), *_import_path(env)]  # fmt: skip
     user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
     if user_site and below(package, user_site):
         code.append(user_site)  # a `pip install --user`: a .pth beside it would run at the next launch
@@ -87,6 +87,20 @@ def own_files(
         _expressible(a, unexpressible)
     locks = os.path.join(dirs[1], "locks")  # state.lock_path: a session holding one would stall other launches
     return OwnFiles([*dirs, locks], protect, [os.path.join(dirs[1], "parsed"), locks], anchors, uid == 0)
+
+
+def _import_path(env: Mapping[str, str]) -> list[str]:
+    """The launcher's sys.path, where every import it tries and fails looks (`msvcrt` in subprocess): the directories
+    .pth files add (pipx's shared site-packages took a planted `msvcrt.py` the next launch ran: thirty-first red
+    team) as well as the installation's. Not PYTHONPATH's (a project's `src`, which the agent edits: doctor warns,
+    and make install's -I ignores it), nor the directory of a script or the current one that Python puts first."""
+    import sys
+
+    given = set()
+    if not sys.flags.ignore_environment:
+        given = {os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p}
+    entries = sys.path if sys.flags.safe_path else sys.path[1:]
+    return [p for p in entries if p and os.path.isabs(p) and os.path.abspath(p) not in given]
 
 
 def within_writes(own: OwnFiles, writes: Writes) -> OwnFiles:

@@ -173,7 +173,25 @@ backends = [c for m, c in (("firejail", "Firejail"), ("bwrap", "Bwrap")) if (mod
             for c in [getattr(mod, c, None)] if c is not None]
 
 GITS = []  # [start, exit] of every git process
-class Popen(subprocess.Popen):
+spawn = module("ai_sandbox.spawn")
+if spawn is not None:  # git runs through spawn.py: started by start(), reaped by collect()
+    start, collect = spawn.start, spawn.collect
+    def started(argv, *a, **k):
+        child = start(argv, *a, **k)
+        if os.path.basename(os.fsdecode(argv[0])) == "git":
+            child_times[child.pid] = [time.perf_counter(), None]
+            GITS.append(child_times[child.pid])
+        return child
+    def collected(children, *a, **k):
+        try:
+            return collect(children, *a, **k)
+        finally:
+            for c in children.values():
+                if c.pid in child_times and child_times[c.pid][1] is None:
+                    child_times[c.pid][1] = time.perf_counter()
+    child_times = {}
+    spawn.start, spawn.collect = started, collected
+class Popen(subprocess.Popen):  # git through subprocess (the code before spawn.py)
     def __init__(self, args, *a, **k):
         argv = [args] if isinstance(args, (str, bytes)) else list(args)
         self._bench = None

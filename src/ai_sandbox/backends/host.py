@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 from ai_sandbox.backends.plan import LaunchPlan, Settings
 from ai_sandbox.errors import UnavailableError
-from ai_sandbox.fs import below
+from ai_sandbox.fs import below, inside
 from ai_sandbox.paths import cache_dir, config_home, sha256, state_dir
 from ai_sandbox.policy import Policy
 from ai_sandbox.records import factory, record
@@ -68,7 +68,7 @@ def own_files(
     # PYTHONPYCACHEPREFIX says (often under ~/.cache): a module or .pyc planted in either ran in the next launch,
     # outside (thirtieth red team)
     code = [sys.prefix, sys.base_prefix, package, os.path.dirname(package), python, paths.shipped_dir(),
-            *([sys.pycache_prefix] if sys.pycache_prefix else []), *_startup_hooks_outside(), *_import_path(env)]  # fmt: skip
+            *([sys.pycache_prefix] if sys.pycache_prefix else []), *_startup_hooks_outside(), *_import_path(env, root)]  # fmt: skip
     user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
     if user_site and below(package, user_site):
         code.append(user_site)  # a `pip install --user`: a .pth beside it would run at the next launch
@@ -89,18 +89,24 @@ def own_files(
     return OwnFiles([*dirs, locks], protect, [os.path.join(dirs[1], "parsed"), locks], anchors, uid == 0)
 
 
-def _import_path(env: Mapping[str, str]) -> list[str]:
+def _import_path(env: Mapping[str, str], root: str) -> list[str]:
     """The launcher's sys.path, where every import it tries and fails looks (`msvcrt` in subprocess): the directories
     .pth files add (pipx's shared site-packages took a planted `msvcrt.py` the next launch ran: thirty-first red
     team) as well as the installation's. Not PYTHONPATH's (a project's `src`, which the agent edits: doctor warns,
-    and make install's -I ignores it), nor the directory of a script or the current one that Python puts first."""
+    and make install's -I ignores it), nor the directory of a script or the current one that Python puts first,
+    nor one that holds the project (read-only, it would leave the agent nothing to write)."""
     import sys
 
     given = set()
     if not sys.flags.ignore_environment:
         given = {os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p}
     entries = sys.path if sys.flags.safe_path else sys.path[1:]
-    return [p for p in entries if p and os.path.isabs(p) and os.path.abspath(p) not in given]
+    project = os.path.realpath(root) if root else ""
+    return [
+        p for p in entries
+        if p and os.path.isabs(p) and os.path.abspath(p) not in given
+        and not (project and inside(project, os.path.realpath(p)))
+    ]  # fmt: skip
 
 
 def within_writes(own: OwnFiles, writes: Writes) -> OwnFiles:

@@ -5,16 +5,27 @@ never read as "nothing is ignored".
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-import selectors
-import subprocess
 from collections.abc import Sequence
 
-from ai_sandbox import tools
+from ai_sandbox import spawn
 from ai_sandbox.errors import PolicyError, UnavailableError
 from ai_sandbox.git.repo import Repo
-from ai_sandbox.git.run import _GIT, QUICK, TIMEOUT, _git, _git_error, _run, _split_z, _timeout, hardened
+from ai_sandbox.git.run import (
+    _GIT,
+    QUICK,
+    TIMEOUT,
+    _git,
+    _git_error,
+    _run,
+    _split_z,
+    _timeout,
+    argv,
+    hardened,
+    not_installed,
+)
 
 
 class Scan:
@@ -161,28 +172,31 @@ def scan(repo: Repo) -> Scan:
     }
     if _config_may_matter(repo):
         calls["config"] = ["config", "-z", "--get-regexp", _CONFIG_KEYS]
-    env = _scan_env()
-    procs = {}
+    env = hardened(_scan_env())
+    started: dict[str, spawn.Child] = {}
     try:
         for name, args in calls.items():
-            procs[name] = subprocess.Popen(
-                [*_GIT, *args], cwd=repo.root, env=hardened(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE
-            )
+            started[name] = spawn.start(argv(args, repo.root), env)
     except FileNotFoundError:
-        raise UnavailableError(
-            f"git is not installed (looked in {tools.where()})", "install git (e.g. `sudo apt-get install git`)"
-        ) from None
-    outputs, errors = _drain(procs, repo.root)
-    for name, proc in procs.items():
+        _give_up(started)
+        raise not_installed() from None
+    # every pipe read as it fills: git blocks on a full pipe, and a monorepo's index is megabytes (read one call
+    # after the other, the index would only finish after the slowest walk); all of it within TIMEOUT, past which
+    # the calls are killed and the launch refuses
+    try:
+        done = spawn.collect(started, TIMEOUT)
+    except spawn.TimedOut:
+        raise _timeout(["ls-files"], repo.root, TIMEOUT) from None
+    for name, proc in done.items():
         if proc.returncode not in ((0, 1) if name == "config" else (0,)):  # config: 1 when no key is set
-            raise _git_error(calls[name], repo.root, errors[name])
-    result = Scan(repo, index=outputs["index"])
+            raise _git_error(calls[name], repo.root, proc.stderr)
+    result = Scan(repo, index=done["index"].stdout)
     for name in ("ignored", "untracked", "index"):
-        result.unlisted += _unlisted(errors[name], repo.root)
+        result.unlisted += _unlisted(done[name].stderr, repo.root)
     result.unlisted = sorted(set(result.unlisted))
-    result.ignored = _collapse(_split_z(outputs["ignored"]))
-    result.untracked = [(p.rstrip("/"), p.endswith("/")) for p in _split_z(outputs["untracked"])]
-    config = _read_config(outputs.get("config", b""), repo.root)
+    result.ignored = _collapse(_split_z(done["ignored"].stdout))
+    result.untracked = [(p.rstrip("/"), p.endswith("/")) for p in _split_z(done["untracked"].stdout)]
+    config = _read_config(done["config"].stdout if "config" in done else b"", repo.root)
     result.attributes_file, result.crypt_config, result.sparse_clears_marks = config
     return result
 
@@ -277,41 +291,10 @@ def _read_config(out: bytes, root: str) -> tuple[str, str, bool]:
     return attributes, crypt, sparse
 
 
-def _drain(procs: dict[str, subprocess.Popen[bytes]], root: str) -> tuple[dict[str, bytes], dict[str, bytes]]:
-    """Read every pipe as it fills: git blocks on a full pipe, and a monorepo's index is megabytes
-    (read one call after the other, the index would only finish after the slowest walk). All of it within
-    TIMEOUT: past it the calls are killed and the launch refuses."""
-    import time
-
-    deadline = time.monotonic() + TIMEOUT
-    sel = selectors.DefaultSelector()
-    chunks: dict[tuple[str, int], list[bytes]] = {}
-    for name, proc in procs.items():
-        for which, stream in enumerate((proc.stdout, proc.stderr)):
-            assert stream is not None  # started with stdout and stderr piped
-            sel.register(stream, selectors.EVENT_READ, (name, which, stream))
-            chunks[(name, which)] = []
-    while sel.get_map():
-        ready = sel.select(max(0.0, deadline - time.monotonic()))
-        if not ready and time.monotonic() >= deadline:
-            for proc in procs.values():
-                proc.kill()
-                proc.wait()
-            sel.close()
-            raise _timeout(["ls-files"], root, TIMEOUT)
-        for key, _ in ready:
-            data = os.read(key.fd, 1 << 20)
-            name, which, stream = key.data
-            if data:
-                chunks[(name, which)].append(data)
-            else:
-                sel.unregister(stream)
-                stream.close()
-    sel.close()
-    for proc in procs.values():
-        proc.wait()
-    joined = {k: b"".join(v) for k, v in chunks.items()}
-    return {n: joined[(n, 0)] for n in procs}, {n: joined[(n, 1)] for n in procs}
+def _give_up(started: dict[str, spawn.Child]) -> None:
+    """The calls already started, when a later one could not be: killed and reaped."""
+    with contextlib.suppress(spawn.TimedOut):
+        spawn.collect(started, 0)
 
 
 def attribute_files(scan_: Scan) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 from collections.abc import Iterator
 
 from ai_sandbox.git.run import _GIT, GitTimeout, _run, hardened
@@ -23,6 +22,8 @@ def blob_changes(root: str, extra: list[str]) -> Iterator[tuple[str, int, str, s
     """(commit, committer time, source, path, blob) for every file content a commit put at a path, in every
     commit a ref, a reflog entry or `extra` (more commits) reaches. source is the ref the walk came by ("" or
     `…@{n}` for a reflog entry). One walk, streamed: 30 MB of output on 100,000 commits."""
+    import subprocess  # never on the launch path, which runs git through spawn.py
+
     proc = subprocess.Popen(
         [*_GIT, *_LOG], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         env=hardened(_HISTORY_ENV), start_new_session=True,
@@ -107,6 +108,7 @@ TYPE_CHECKING = False
 
 
 if TYPE_CHECKING:
+    import subprocess
     import threading
 
 

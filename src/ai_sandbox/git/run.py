@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 from collections.abc import Mapping
 
-from ai_sandbox import tools
+from ai_sandbox import spawn, tools
 from ai_sandbox.errors import PolicyError, UnavailableError
 
 # Read-only calls must not run code a cloned repository configured (fsmonitor hooks).
@@ -61,6 +60,18 @@ def _timeout(args: list[str], cwd: str, limit: float) -> GitTimeout:
     )
 
 
+def argv(args: list[str], cwd: str) -> list[str]:
+    """The whole command: hardened git, run in cwd (`-C`: what git does first, as a chdir before it would)."""
+    return [*_GIT, "-C", cwd, *args]
+
+
+def not_installed() -> UnavailableError:
+    return UnavailableError(
+        f"git is not installed (looked in {tools.where()})",
+        "install git (e.g. `sudo apt-get install git`); ai-sandbox reads its rules from git",
+    )
+
+
 def _run(
     args: list[str],
     cwd: str,
@@ -68,19 +79,26 @@ def _run(
     env: dict[str, str] | None = None,
     timeout: float = TIMEOUT,
     new_session: bool = False,
-) -> subprocess.CompletedProcess[bytes]:
+) -> spawn.Finished:
+    if new_session:  # the history walk (never on the launch path), which outlives a closed terminal
+        import subprocess
+
+        try:
+            proc = subprocess.run(
+                argv(args, cwd), input=stdin, capture_output=True, env=hardened(env), timeout=timeout,
+                start_new_session=True,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise _timeout(args, cwd, timeout) from None
+        except FileNotFoundError:
+            raise not_installed() from None
+        return spawn.Finished(proc.returncode, proc.stdout, proc.stderr)
     try:
-        return subprocess.run(
-            [*_GIT, *args], cwd=cwd, input=stdin, capture_output=True, env=hardened(env), timeout=timeout,
-            start_new_session=new_session,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
+        return spawn.run(argv(args, cwd), hardened(env), stdin, timeout)
+    except spawn.TimedOut:
         raise _timeout(args, cwd, timeout) from None
     except FileNotFoundError:
-        raise UnavailableError(
-            f"git is not installed (looked in {tools.where()})",
-            "install git (e.g. `sudo apt-get install git`); ai-sandbox reads its rules from git",
-        ) from None
+        raise not_installed() from None
 
 
 def git_output(args: list[str], cwd: str, stdin: bytes | None = None, timeout: float = TIMEOUT) -> bytes:
@@ -88,7 +106,7 @@ def git_output(args: list[str], cwd: str, stdin: bytes | None = None, timeout: f
     return _git(args, cwd, stdin, timeout=timeout)
 
 
-def index_write(args: list[str], root: str, stdin: bytes, place: str) -> subprocess.CompletedProcess[bytes]:
+def index_write(args: list[str], root: str, stdin: bytes, place: str) -> spawn.Finished:
     """A git command that only changes index entries' flags (update-index --[no-]skip-worktree), run with an
     empty directory of its own, made in place (ai-sandbox's cache: read-only inside every sandbox), as the work
     tree. Writing the index, git re-reads each racily clean file through its clean filter; a session can define

@@ -61,8 +61,9 @@ def _timeout(args: list[str], cwd: str, limit: float) -> GitTimeout:
 
 
 def argv(args: list[str], cwd: str) -> list[str]:
-    """The whole command: hardened git, run in cwd (`-C`: what git does first, as a chdir before it would)."""
-    return [*_GIT, "-C", cwd, *args]
+    """The whole command: hardened git, run in cwd (`-C`: what git does first, as a chdir before it would; a relative
+    cwd starts with ./, never with a dash git would read as an option)."""
+    return [*_GIT, "-C", cwd if cwd.startswith("/") else "./" + cwd, *args]
 
 
 def not_installed() -> UnavailableError:

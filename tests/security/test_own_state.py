@@ -201,6 +201,25 @@ def test_a_directory_a_pth_file_adds_cannot_be_planted_in(ws, firejail):
         os.unlink(pth)
 
 
+@pytest.mark.parametrize("holder", [".", ".."])
+def test_an_import_path_entry_that_holds_the_project_refuses(ws, firejail, holder):
+    """Thirty-second red team: a `.pth` in the launcher's site-packages named the project (a flat-layout editable
+    install of it, in the venv ai-sandbox runs from); left writable, a session's `sitecustomize.py` there ran in
+    the next launch, outside, since Python imports it at every start. Old code: the launch went on."""
+    secret = plant_env(ws)
+    run = running_install()
+    entry = os.path.realpath(ws.repo if holder == "." else ws.repo.parent)
+    pth = os.path.join(run["site"], "zz-test-project.pth")
+    try:
+        with open(pth, "w") as f:
+            f.write(entry + "\n")
+        res = _show(ws.run("--", "sh", "-c", "echo @@ran; cat .env; true"))
+    finally:
+        os.unlink(pth)
+    assert res.rc == 69 and "@@ran" not in res.out and secret not in res.out + res.err
+    assert "is on ai-sandbox's own import path" in res.err and "make install" in res.err, res.err
+
+
 @pytest.mark.parametrize("moved", [".local", ".config", ".cache"])
 def test_a_session_cannot_move_ais_own_directories_aside(ws, firejail, moved):
     """Found by the red team: the read-only mounts of ~/.local/state/ai-sandbox, ~/.config/ai-sandbox and

@@ -12,6 +12,7 @@ import pytest
 from ai_sandbox import verify
 from ai_sandbox.backends.firejail import Firejail
 from ai_sandbox.backends.host import OwnFiles, own_files
+from ai_sandbox.errors import UnavailableError
 from ai_sandbox.policy import Mask, Policy
 
 fj = Firejail()
@@ -119,7 +120,11 @@ def test_code_in_the_project_stays_writable_only_in_ai_sandboxs_own_checkout(tmp
     env = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_CACHE_HOME": str(tmp_path / "k")}
     enclosing = os.path.dirname(package)
     covered = lambda own: any(package == p or package.startswith(p + "/") for p in own.protect)  # noqa: E731
-    assert covered(own_files(env, fj.unexpressible, root=enclosing))  # no pyproject of ours there
+    # a project whose root is the directory holding the package (an entry of sys.path, no checkout of ours): its
+    # code would be the agent's to write, so the launch refuses (it was made read-only whole before)
+    with pytest.raises(UnavailableError, match="import path"):
+        own_files(env, fj.unexpressible, root=enclosing)
+    assert covered(own_files(env, fj.unexpressible, root=str(tmp_path / "elsewhere")))
     checkout = os.path.dirname(os.path.dirname(package))  # src/ai_sandbox -> the checkout, when it is one
     if os.path.isfile(os.path.join(checkout, "pyproject.toml")):
         assert not covered(own_files(env, fj.unexpressible, root=checkout))

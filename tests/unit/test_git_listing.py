@@ -261,25 +261,39 @@ def crafted_index(tmp_path_factory):
     return str(root)
 
 
-def test_index_entries_picked_here_are_the_ones_git_picks_by_pathspec(crafted_index, monkeypatch):
-    """Past PATHSPECS_AT_MOST paths, the whole index is listed and filtered here: the same entries as git's own
-    literal pathspecs, for names that are prefixes of others, odd bytes, tabs and newlines, every stage."""
+def _by_git_pathspecs(root: str, dirs: list[str], files: list[str]) -> list[tuple[str, str, str, str]]:
+    """What index_entries did before it picked the entries itself: git's own literal pathspecs."""
+    specs = [*(d + "/" for d in dirs), *files]
+    if not specs:
+        return []
+    out = subprocess.run(["git", "ls-files", "-z", "--stage", "--", *specs], cwd=root, check=True,
+                         capture_output=True, env={**os.environ, "GIT_LITERAL_PATHSPECS": "1"}).stdout  # fmt: skip
+    entries = []
+    for rec in out.split(b"\0"):
+        meta, tab, path = rec.partition(b"\t")
+        if tab:
+            mode, oid, stage = meta.decode().split(" ")
+            entries.append((mode, oid, stage, os.fsdecode(path)))
+    return entries
+
+
+def test_index_entries_picked_here_are_the_ones_git_picks_by_pathspec(crafted_index):
+    """The whole index is listed and the entries picked here: the same entries as git's own literal pathspecs on a
+    sorted index, for names that are prefixes of others, odd bytes, tabs and newlines, every stage."""
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
     names = st.sampled_from([os.fsdecode(n).rstrip("/") for n in _SPEC_NAMES if n.rstrip(b"/")])
 
     @settings(max_examples=300, deadline=None)
-    @given(dirs=st.lists(names, max_size=6, unique=True), files=st.lists(names, max_size=6, unique=True))
+    @given(dirs=st.lists(names, max_size=40, unique=True), files=st.lists(names, max_size=40, unique=True))
     def same(dirs: list[str], files: list[str]) -> None:
-        monkeypatch.setattr(git.listing, "PATHSPECS_AT_MOST", 10_000)
-        by_git = git.index_entries(crafted_index, dirs, files)
-        monkeypatch.setattr(git.listing, "PATHSPECS_AT_MOST", 0)
-        assert git.index_entries(crafted_index, dirs, files) == by_git
+        assert git.index_entries(crafted_index, dirs, files) == _by_git_pathspecs(crafted_index, dirs, files)
 
     same()
 
-    # an index whose entries are out of order (a session can write one) is asked entry by entry, with the same answer
+    # an index whose entries are out of order (a session can write one: git reads it, and its own pathspec lookup
+    # then misses entries) is asked entry by entry, with the same answer
     records = [ln for ln in subprocess.run(["git", "ls-files", "-z", "--stage"], cwd=crafted_index, check=True,
                capture_output=True).stdout.split(b"\0") if ln]  # fmt: skip
 
@@ -293,9 +307,41 @@ def test_index_entries_picked_here_are_the_ones_git_picks_by_pathspec(crafted_in
         assert git.listing._pick(shuffled, dirs, files) == want
 
     unsorted()
-    monkeypatch.setattr(git.listing, "PATHSPECS_AT_MOST", 0)
     got = git.index_entries(crafted_index, ["f/g", "c"], ["a"])
     assert [(e[2], e[3]) for e in got] == [
         ("0", "a"), ("0", "c/\udcff"), ("0", "c/\udcff\udcfe/d"),
         ("1", "f/g/h/i/j"), ("2", "f/g/h/i/j"), ("3", "f/g/h/i/j"), ("1", "f/g/hi"), ("2", "f/g/hi"), ("3", "f/g/hi"),
     ]  # fmt: skip
+
+
+def test_an_index_out_of_order_or_thousands_deep_is_still_read_whole(tmp_path):
+    """Thirty-second red team: git's own pathspec lookup missed an entry a session moved to the front of the index
+    it wrote (so a checkout over a hidden file went unnamed), and the check of an unsorted index recursed once per
+    directory level (RecursionError at 1,500)."""
+    import hashlib
+    import struct
+
+    run = lambda *a, **k: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True, **k)  # noqa: E731
+    run("init", "-q")
+    oid = run("hash-object", "-w", "--stdin", input=b"x\n").stdout.strip().decode()
+    for name in ("a", "conf/app.py", "conf/.env", "z"):
+        run("update-index", "--add", "--cacheinfo", f"100644,{oid},{name}")
+    raw = (tmp_path / ".git" / "index").read_bytes()
+    count, at, entries = struct.unpack(">I", raw[8:12])[0], 12, []
+    for _ in range(count):  # index v2: 62 bytes of stat data, the name, NULs to a multiple of 8
+        size = struct.unpack(">H", raw[at + 60 : at + 62])[0] & 0xFFF
+        end = at + ((62 + size + 8) & ~7)
+        entries.append((raw[at + 62 : at + 62 + size], raw[at:end]))
+        at = end
+    entries.sort(key=lambda e: e[0] != b"conf/.env")  # the session's entry first
+    body = raw[:12] + b"".join(e[1] for e in entries)
+    (tmp_path / ".git" / "index").write_bytes(body + hashlib.sha1(body).digest())
+    assert run("ls-files", "-s", "--", "conf/.env").stdout == b""  # git's lookup misses it
+    assert [e[3] for e in git.index_entries(str(tmp_path), [], ["conf/.env"])] == ["conf/.env"]
+    assert [e[3] for e in git.index_entries(str(tmp_path), ["conf"], [])] == ["conf/.env", "conf/app.py"]
+
+    oid_b = oid.encode()
+    deep = b"/".join([b"d"] * 3000) + b"/x"
+    records = [b"100644 " + oid_b + b" 0\tz", b"100644 " + oid_b + b" 0\ta", b"100644 " + oid_b + b" 0\t" + deep]
+    assert git.listing._pick(records, ["d/d"], []) == [records[2]]
+    assert git.listing._pick(records, ["e"], []) == []

@@ -68,7 +68,8 @@ def own_files(
     # PYTHONPYCACHEPREFIX says (often under ~/.cache): a module or .pyc planted in either ran in the next launch,
     # outside (thirtieth red team)
     code = [sys.prefix, sys.base_prefix, package, os.path.dirname(package), python, paths.shipped_dir(),
-            *([sys.pycache_prefix] if sys.pycache_prefix else []), *_startup_hooks_outside(), *_import_path(env, root)]  # fmt: skip
+            *([sys.pycache_prefix] if sys.pycache_prefix else []), *_startup_hooks_outside(),
+            *_import_path(env, root, package)]  # fmt: skip
     user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
     if user_site and below(package, user_site):
         code.append(user_site)  # a `pip install --user`: a .pth beside it would run at the next launch
@@ -89,24 +90,32 @@ def own_files(
     return OwnFiles([*dirs, locks], protect, [os.path.join(dirs[1], "parsed"), locks], anchors, uid == 0)
 
 
-def _import_path(env: Mapping[str, str], root: str) -> list[str]:
-    """The launcher's sys.path, where every import it tries and fails looks (`msvcrt` in subprocess): the directories
-    .pth files add (pipx's shared site-packages took a planted `msvcrt.py` the next launch ran: thirty-first red
-    team) as well as the installation's. Not PYTHONPATH's (a project's `src`, which the agent edits: doctor warns,
-    and make install's -I ignores it), nor the directory of a script or the current one that Python puts first,
-    nor one that holds the project (read-only, it would leave the agent nothing to write)."""
+def _import_path(env: Mapping[str, str], root: str, package: str) -> list[str]:
+    """The launcher's sys.path, where every import it tries and fails looks (`msvcrt` in subprocess), and where
+    Python finds sitecustomize at its start: the directories .pth files add (pipx's shared site-packages took a
+    planted `msvcrt.py` the next launch ran: thirty-first red team) as well as the installation's. Not PYTHONPATH's
+    (a project's `src`, which the agent edits: doctor warns, and make install's -I ignores it), nor the directory of
+    a script or the current one that Python puts first. One that holds the project refuses: read-only, it would
+    leave the agent nothing to write, and writable, a `sitecustomize.py` there ran in the next launch, outside
+    (thirty-second red team: a .pth of the project's own editable install, in the venv ai-sandbox runs from)."""
     import sys
+
+    from ai_sandbox.fs import printable
 
     given = set()
     if not sys.flags.ignore_environment:
         given = {os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p}
     entries = sys.path if sys.flags.safe_path else sys.path[1:]
+    entries = [p for p in entries if p and os.path.isabs(p) and os.path.abspath(p) not in given]
     project = os.path.realpath(root) if root else ""
-    return [
-        p for p in entries
-        if p and os.path.isabs(p) and os.path.abspath(p) not in given
-        and not (project and inside(project, os.path.realpath(p)))
-    ]  # fmt: skip
+    for p in entries:
+        if project and inside(project, os.path.realpath(p)) and not _is_our_checkout(root, package):
+            raise UnavailableError(
+                f"{printable(p)} is on ai-sandbox's own import path (sys.path) and holds this project: a module the agent"
+                " wrote there (sitecustomize.py) would run in your next launch, outside the sandbox",
+                "install ai-sandbox in a venv of its own (make install), not in one that installs this project",
+            )
+    return [p for p in entries if not (project and inside(project, os.path.realpath(p)))]
 
 
 def within_writes(own: OwnFiles, writes: Writes) -> OwnFiles:

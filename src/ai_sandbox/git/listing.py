@@ -354,25 +354,21 @@ def ignores(root: str, rel: str) -> bool:
         return True
 
 
-# `ls-files` matches every index entry against every pathspec: 1,000 hidden directories on a 50,000-entry index took
-# ~0.35 s, as a bwrap session ends, before the user's prompt comes back. Past this many, the whole index is listed
-# (~35 ms there) and its entries are picked here, by git's rule for a literal pathspec: the path itself, or below it.
-PATHSPECS_AT_MOST = 32
-
-
 def index_entries(root: str, dirs: list[str], files: Sequence[str] = ()) -> list[tuple[str, str, str, str]]:
     """(mode, object id, stage, path) of every index entry in these directories, and at these paths (relative,
-    literal)."""
-    many = len(dirs) + len(files) > PATHSPECS_AT_MOST
-    args = ["ls-files", "-z", "--stage", *([] if many else ["--", *(d + "/" for d in dirs), *files])]
+    literal). The whole index is listed and its entries picked here, as git's literal pathspecs `DIR/` and `PATH`
+    would: git matches every entry against every pathspec (1,000 hidden directories on a 50,000-entry index took
+    ~0.35 s, as a bwrap session ends, before the user's prompt comes back), and with a few, all in one directory,
+    it looks them up by bisection, missing an entry a session moved out of order in the index it wrote (thirty-second
+    red team: a checkout over a hidden file went unnamed)."""
+    args = ["ls-files", "-z", "--stage"]
     # QUICK: this runs as a session ends, before the user's prompt comes back under bwrap; a FIFO the session put in
     # the git directory (or its config) would otherwise hold the terminal for TIMEOUT
-    proc = _run(args, root, env={**os.environ, "GIT_LITERAL_PATHSPECS": "1"}, timeout=QUICK)
+    proc = _run(args, root, timeout=QUICK)
     if proc.returncode != 0:
         raise _git_error(args, root, proc.stderr)
-    records = [r for r in proc.stdout.split(b"\0") if b"\t" in r]
     out = []
-    for rec in _pick(records, dirs, files) if many else records:
+    for rec in _pick([r for r in proc.stdout.split(b"\0") if b"\t" in r], dirs, files):
         meta, _, path = rec.partition(b"\t")
         fields = meta.split(b" ")
         if len(fields) == 3:
@@ -425,10 +421,20 @@ class _Picked:
     def __call__(self, path: bytes, gitlink: bool = False) -> bool:
         if path in self.at or (gitlink and path in self.dirs):
             return True
-        parent = path[: max(path.rfind(b"/"), 0)]
-        hit = self.parents.get(parent)
-        if hit is None:
-            hit = self.parents[parent] = bool(parent) and (parent in self.prefixes or self(parent))
+        unknown = []  # parents not remembered yet, deepest first: a loop, as a path can be thousands deep
+        hit = False
+        parent = path
+        while parent := parent[: max(parent.rfind(b"/"), 0)]:
+            known = self.parents.get(parent)
+            if known is not None:
+                hit = known
+                break
+            if parent in self.prefixes:
+                hit = self.parents[parent] = True
+                break
+            unknown.append(parent)
+        for p in unknown:
+            self.parents[p] = hit
         return hit
 
 

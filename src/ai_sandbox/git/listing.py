@@ -177,9 +177,11 @@ def scan(repo: Repo) -> Scan:
     try:
         for name, args in calls.items():
             started[name] = spawn.start(argv(args, repo.root), env)
-    except FileNotFoundError:
+    except BaseException as e:  # the ones started are killed and reaped, whatever stopped the next (EMFILE)
         _give_up(started)
-        raise not_installed() from None
+        if isinstance(e, FileNotFoundError):
+            raise not_installed() from None
+        raise
     # every pipe read as it fills: git blocks on a full pipe, and a monorepo's index is megabytes (read one call
     # after the other, the index would only finish after the slowest walk); all of it within TIMEOUT, past which
     # the calls are killed and the launch refuses

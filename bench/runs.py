@@ -454,17 +454,15 @@ def _git_call(args: list[str], path: str) -> float:
 
 def _scan(path: str) -> float:
     """git.scan's git part: its three ls-files started side by side, their pipes read as they fill."""
-    from ai_sandbox.git.listing import _drain  # the very reader the launch uses
+    from ai_sandbox import spawn  # the very starter and reader the launch uses
 
     t = time.perf_counter()
-    procs = {
-        n: subprocess.Popen([*GIT, *GIT_CALLS[n]], cwd=path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for n in SCAN_CALLS
-    }
-    _, errors = _drain(procs, path)
-    for n, proc in procs.items():
+    git = shutil.which("git") or "/usr/bin/git"
+    started = {n: spawn.start([git, *GIT[1:], "-C", path, *GIT_CALLS[n]], os.environ) for n in SCAN_CALLS}
+    done = spawn.collect(started, 120)
+    for proc in done.values():
         if proc.returncode != 0:
-            raise SystemExit(f"bench: git ls-files failed in {path}: {errors[n].decode(errors='replace').strip()}")
+            raise SystemExit(f"bench: git ls-files failed in {path}: {proc.stderr.decode(errors='replace').strip()}")
     return (time.perf_counter() - t) * 1000
 
 

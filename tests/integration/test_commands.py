@@ -253,7 +253,8 @@ def test_doctor_warns_when_the_launcher_reads_pythonpath(ws_self, firejail):
     res = ws_self.run("doctor", env={"PYTHONPATH": str(planted)})
     assert res.rc == 0, res.out + res.err
     assert "! launcher: this Python reads PYTHONPATH" in res.out and "env -u PYTHONPATH ai-sandbox" in res.out
-    quiet = ws_self.run("doctor")
+    plain = {k: v for k, v in ws_self.env().items() if k not in ("PYTHONPATH", "PYTHONWARNINGS")}
+    quiet = ws_self.run("doctor", env=plain, raw_env=True)
     assert "✓ launcher: no PYTHONPATH" in quiet.out, quiet.out
     argv = [PY, "-I", "-m", "ai_sandbox", "doctor"]
     isolated = subprocess.run(

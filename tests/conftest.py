@@ -182,7 +182,7 @@ python, check = verifier()
 hook = os.path.join(os.path.dirname(os.__file__), "sitecustomize.py")  # Debian's links into /etc/python3.X
 print(json.dumps(dict(
     package=os.path.dirname(ai_sandbox.__file__), python=python, check=check, profiles=shipped_dir(),
-    site=site.getsitepackages()[0], prefix=sys.prefix, base_prefix=sys.base_prefix,
+    site=site.getsitepackages()[0], prefix=sys.prefix, base_prefix=sys.base_prefix, path=sys.path[1:],
     hooks=os.path.dirname(os.path.realpath(hook)) if os.path.islink(hook) else "",
 )))
 """

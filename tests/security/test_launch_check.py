@@ -173,6 +173,7 @@ def _plan(ws: Workspace, policy: Policy, script: str, profile_filter=None, cwd: 
         mock.patch("ai_sandbox.paths.shipped_dir", lambda: run["profiles"]),
         mock.patch.object(sys, "prefix", run["prefix"]),
         mock.patch.object(sys, "base_prefix", run["base_prefix"]),
+        mock.patch("ai_sandbox.backends.host._launcher_path", lambda: run["path"]),
     ):
         plan = fj.plan(policy, ["/bin/sh", "-c", script], env)
     if profile_filter is not None:

@@ -105,8 +105,7 @@ def _import_path(env: Mapping[str, str], root: str, package: str) -> list[str]:
     given = set()
     if not sys.flags.ignore_environment:
         given = {os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p}
-    entries = sys.path if sys.flags.safe_path else sys.path[1:]
-    entries = [p for p in entries if p and os.path.isabs(p) and os.path.abspath(p) not in given]
+    entries = [p for p in _launcher_path() if p and os.path.isabs(p) and os.path.abspath(p) not in given]
     project = os.path.realpath(root) if root else ""
     for p in entries:
         if project and inside(project, os.path.realpath(p)) and not _is_our_checkout(root, package):
@@ -116,6 +115,14 @@ def _import_path(env: Mapping[str, str], root: str, package: str) -> list[str]:
                 "install ai-sandbox in a venv of its own (make install), not in one that installs this project",
             )
     return [p for p in entries if not (project and inside(project, os.path.realpath(p)))]
+
+
+def _launcher_path() -> list[str]:
+    """This Python's sys.path, but the script's directory or the current one that Python puts first unless
+    isolated."""
+    import sys
+
+    return sys.path if sys.flags.safe_path else sys.path[1:]
 
 
 def within_writes(own: OwnFiles, writes: Writes) -> OwnFiles:

@@ -107,14 +107,14 @@ def _import_path(env: Mapping[str, str], root: str, package: str) -> list[str]:
         given = {os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p}
     entries = [p for p in _launcher_path() if p and os.path.isabs(p) and os.path.abspath(p) not in given]
     project = os.path.realpath(root) if root else ""
-    for p in entries:
-        if project and inside(project, os.path.realpath(p)) and not _is_our_checkout(root, package):
-            raise UnavailableError(
-                f"{printable(p)} is on ai-sandbox's own import path (sys.path) and holds this project: a module the agent"
-                " wrote there (sitecustomize.py) would run in your next launch, outside the sandbox",
-                "install ai-sandbox in a venv of its own (make install), not in one that installs this project",
-            )
-    return [p for p in entries if not (project and inside(project, os.path.realpath(p)))]
+    holders = [p for p in entries if project and inside(project, os.path.realpath(p))]
+    if holders and not _is_our_checkout(root, package):
+        raise UnavailableError(
+            f"{printable(holders[0])} is on ai-sandbox's own import path (sys.path) and holds this project: a module"
+            " the agent wrote there (sitecustomize.py) would run in your next launch, outside the sandbox",
+            "install ai-sandbox in a venv of its own (make install), not in one that installs this project",
+        )
+    return [p for p in entries if p not in holders]
 
 
 def _launcher_path() -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 
 def below(path: str, parent: str) -> bool:
@@ -35,6 +35,35 @@ def read_json(path: str, limit: int) -> object:
 def inside(path: str, parent: str) -> bool:
     """path is parent or inside it."""
     return path == parent or path.startswith(parent.rstrip("/") + "/")
+
+
+def realpaths() -> Callable[[str], str]:
+    """os.path.realpath with every directory's answer remembered: thousands of masks share a few hundred
+    directories, so each is looked at once (one lstat) instead of once per component per path. For one batch of
+    questions asked at one moment (the launch's policy, the watcher's look before the agent runs): a link
+    changed meanwhile is not seen."""
+    known: dict[str, str] = {"/": "/"}
+
+    def real(path: str) -> str:
+        if not os.path.isabs(path) or "/./" in path or "/../" in path or path.endswith(("/.", "/..")):
+            return os.path.realpath(path)
+        pending = []  # ancestors not yet known, nearest first (a loop: paths can be 2,000 levels deep)
+        p = path = path.rstrip("/") or "/"
+        while p not in known:
+            pending.append(p)
+            p = p.rpartition("/")[0] or "/"  # absolute and normal: posixpath's checks cost 3x
+        for q in reversed(pending):
+            head, _, name = q.rpartition("/")
+            parent = known[head or "/"]
+            joined = f"{parent}/{name}" if parent != "/" else f"/{name}"
+            try:
+                link = stat.S_ISLNK(os.lstat(joined).st_mode)
+            except (OSError, ValueError):
+                link = False
+            known[q] = os.path.realpath(joined) if link else joined
+        return known[path]
+
+    return real
 
 
 def write_atomic(path: str, content: bytes, mode: int = 0o600) -> None:

@@ -6,6 +6,7 @@ Profiles are TOML files: the ones shipped in the package, overridden by the user
 
 from __future__ import annotations
 
+import functools  # imported by re: free on the launch path
 import os
 import re
 
@@ -114,6 +115,7 @@ def secret_rules() -> str:
 SECRET_RULES = secret_rules()
 
 
+@functools.lru_cache(maxsize=4096)  # a monorepo's build outputs ask of `dist`, `types`, `coverage` thousands of times
 def secret_name(name: str) -> str | None:
     """The SECRET_NAMES pattern that a file or directory name matches, if it looks like a secret."""
     low = name.lower()

@@ -33,7 +33,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 
 from ai_sandbox.errors import UnavailableError
-from ai_sandbox.fs import write_atomic
+from ai_sandbox.fs import realpaths, write_atomic
 from ai_sandbox.idents import NONE, Snapshot
 from ai_sandbox.policy import Policy
 
@@ -299,8 +299,10 @@ def _child(
 
 
 def _parents(paths: list[str]) -> dict[str, str]:
-    """Each hidden path's directory, resolved: where it really is."""
-    return {d: os.path.realpath(d) for d in {os.path.dirname(p) for p in paths}}
+    """Each hidden path's directory, resolved: where it really is (each ancestor looked at once: a monorepo's
+    1,000 directories took 22 ms one realpath each, in a process that starts beside the sandbox)."""
+    real = realpaths()
+    return {d: real(d) for d in {os.path.dirname(p) for p in paths}}
 
 
 def _changed(
@@ -315,8 +317,8 @@ def _changed(
     renamed or deleted from inside (a mount point), only a directory above it: a path gone, or another file at it,
     in a directory still what it was, was deleted or replaced from outside, and is not noted (the next launch would
     refuse for a file you deleted, or an editor saved, while the session ran: red team)."""
-    ids = dir_ids or {}
-    moved = {d for d, real in parents.items() if os.path.realpath(d) != real or _dir_key(d) != ids.get(d, _dir_key(d))}
+    ids, now = dir_ids or {}, realpaths()
+    moved = {d for d, real in parents.items() if now(d) != real or _dir_key(d) != ids.get(d, _dir_key(d))}
     return [p for p in paths if os.path.dirname(p) in moved]
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ai_sandbox import fs
 
@@ -16,3 +20,39 @@ def test_a_new_generated_file_removes_those_of_its_kind_no_launch_used_for_a_day
     fs.write_files({str(used): b"x"})  # reused by a launch: touched
     fs.write_files({str(tmp_path / "check-new"): b"new"})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["check-new", "check-used", "firejail-old.profile"]
+
+
+# fs.realpaths: the launch and the watcher resolve thousands of directories that share their ancestors; each
+# directory is looked at once. Its answers must be os.path.realpath's, whatever links a session left in the tree.
+_NAMES = ["a", "b", "c", ".", ".."]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    dirs=st.lists(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3), max_size=6),
+    links=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3),
+            st.lists(st.sampled_from(_NAMES), min_size=0, max_size=4),
+            st.booleans(),
+        ),
+        max_size=6,
+    ),
+    asked=st.lists(st.lists(st.sampled_from(_NAMES), min_size=0, max_size=5), min_size=1, max_size=12),
+)
+def test_realpaths_answers_as_os_realpath_does(tmp_path_factory, dirs, links, asked):
+    """Directories, links (relative or absolute, chained, dangling, looping, through `..`) and the paths asked,
+    in any order and with `.` and `..` in them: the remembered answers are os.path.realpath's."""
+    top = tmp_path_factory.mktemp("tree")
+    for d in dirs:
+        os.makedirs(os.path.join(top, *d), exist_ok=True)
+    for where, target, absolute in links:
+        path = os.path.join(top, *where)
+        to = "/".join(target) or "."
+        with contextlib.suppress(OSError):  # its directory may be a link that leads nowhere, or a file
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.symlink(os.path.join(top, to) if absolute else to, path)
+    real = fs.realpaths()
+    for parts in asked:
+        p = os.path.join(str(top), *parts)
+        assert real(p) == os.path.realpath(p), p

@@ -31,7 +31,7 @@ class OutputListings:
         self.changed = False
         self.settled = time.time_ns() - RACY_NS
 
-    def scandir(self, path: str) -> list[tuple[str, bool]]:
+    def scandir(self, path: str) -> tuple[tuple[str, bool], ...]:
         """What the policy's walk needs of path: its subdirectories and its secret-looking entries."""
         st = os.lstat(path)
         if not stat.S_ISDIR(st.st_mode):
@@ -46,9 +46,9 @@ class OutputListings:
             hit = (st.st_ino, st.st_ctime_ns, found)
             self.changed = True
             if st.st_ctime_ns >= self.settled:  # changed just now: listed, not remembered
-                return list(found)
+                return found
         self.new[path] = hit
-        return list(hit[2])
+        return hit[2]
 
     def save(self) -> None:
         """Keep this launch's answers only; written when something was listed anew."""

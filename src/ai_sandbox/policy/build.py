@@ -8,7 +8,7 @@ it cannot express.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.fs import below, inside
@@ -60,7 +60,7 @@ def build(
     realpath: Callable[[str], str] | None = None,
     limit: int = 0,
     secret: Callable[[str], str | None] | None = None,
-    scandir: Callable[[str], list[tuple[str, bool]]] | None = None,
+    scandir: Callable[[str], Sequence[tuple[str, bool]]] | None = None,
     tracked: Callable[[Policy], list[str]] | None = None,
 ) -> Policy:
     """The finished policy: the layers' entries merged into the masks a backend enforces, with every notice.
@@ -159,7 +159,10 @@ def _subtract_allowed(
         if e.walked:
             walked.add(e.path)
         rel = e.path[cut:]
-        if match(rel, e.is_dir) is None and not (e.is_dir and may_match_below(rel)):
+        rule = match(rel, e.is_dir)
+        if rule is not None:  # a monorepo's 6,000 build outputs and dependency directories: kept whole
+            policy.kept.append(Kept(e.path, e.is_dir, e.reason, rule))
+        elif not (e.is_dir and may_match_below(rel)):
             candidates.append(Mask(e.path, e.is_dir, e.layer, e.reason))  # the usual case, without a call
         else:
             _allow_or_split(e, root, allow, policy, candidates, listdir)
@@ -227,7 +230,7 @@ def _secrets_in_outputs(
     root: str,
     allow: PatternSet,
     secret: Callable[[str], str | None],
-    scandir: Callable[[str], list[tuple[str, bool]]],
+    scandir: Callable[[str], Sequence[tuple[str, bool]]],
     walked: set[str],
 ) -> list[Mask]:
     """Inside the build outputs kept readable, what has a secret-looking name stays hidden (a build that copied
@@ -271,12 +274,12 @@ def _secrets_in_outputs(
                 continue
             listed = True
             for name, is_dir in children:
-                path = os.path.join(d, name)
                 rule = secret(name)
                 if rule is None:
                     if is_dir:
-                        pending.append(path)
+                        pending.append(f"{d}/{name}")  # absolute and normal, never "/": no posixpath checks
                     continue
+                path = f"{d}/{name}"
                 mine = allow.match(relative(path, root), is_dir)
                 if mine is not None and mine.origin not in CODE:
                     continue  # the user's or the project's own allow names it

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 
 from ai_sandbox.errors import PolicyError
-from ai_sandbox.fs import inside
+from ai_sandbox.fs import inside, realpaths
 from ai_sandbox.policy.model import (
     _SYSTEM_DEEP,
     CONFIG_DIRS,
@@ -38,7 +38,7 @@ def resolve_all(
     """Each candidate where it really lands (see _resolve). With the real filesystem, a path git walked
     strictly inside the project is its own target unless it is a link: no lookup (a monorepo has thousands)."""
     fast = realpath is None and root != "/" and bool(walked)
-    real = realpath or _cached_realpath()
+    real = realpath or realpaths()
     kept_out = set(protected)
     out = []
     for c in candidates:
@@ -62,27 +62,6 @@ def visible(root: str, home: str) -> list[str]:
             if p not in out:
                 out.append(p)
     return out
-
-
-def _cached_realpath() -> Callable[[str], str]:
-    """realpath with every directory's answer remembered: thousands of masks share a few hundred
-    directories, so each directory is looked at once (one lstat) instead of once per component per mask."""
-    known: dict[str, str] = {"/": "/"}
-
-    def real(path: str) -> str:
-        if not os.path.isabs(path) or "/./" in path or "/../" in path or path.endswith(("/.", "/..")):
-            return os.path.realpath(path)
-        pending = []  # ancestors not yet known, nearest first (a loop: paths can be 2,000 levels deep)
-        p = path.rstrip("/") or "/"
-        while p not in known:
-            pending.append(p)
-            p = os.path.dirname(p)
-        for q in reversed(pending):
-            joined = os.path.join(known[os.path.dirname(q)], os.path.basename(q))
-            known[q] = os.path.realpath(joined) if os.path.islink(joined) else joined
-        return known[path.rstrip("/") or "/"]
-
-    return real
 
 
 def _resolve(m: Mask, root: str, protected: list[str], policy: Policy, realpath: Callable[[str], str]) -> Mask | None:

@@ -6,6 +6,7 @@ and replaces itself with the backend: the terminal, signals and exit status belo
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
@@ -510,14 +511,38 @@ def _start_proxy(prepared: Prepared) -> tuple[int, int]:
     if pid == 0:  # pragma: no cover - the proxy process
         try:
             theirs.close()
-            from ai_sandbox import proxy
-
-            proxy.child(prepared.policy.network, ours.detach())
+            _proxy_process(prepared.policy.network, ours.detach(), terminal)
         finally:
             os._exit(0)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, terminal)
     ours.close()
     return pid, theirs.detach()
+
+
+def _proxy_process(
+    net: network.Network, channel: int, terminal: tuple[signal.Signals, ...]
+) -> None:  # pragma: no cover
+    """The proxy, just forked with the terminal's signals blocked: it ignores them (Ctrl-C is the agent's; the proxy
+    ends with the sandbox), keeps no descriptor of the launch's but stderr (its lines after the session) and its end
+    of the channel, and waits for the launch check to send the sandbox's listening sockets (or for the sandbox to be
+    gone) before it imports what serving needs: ~8 ms of imports that competed with the sandbox's own start."""
+    for sig in terminal:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, terminal)
+    for name in os.listdir("/proc/self/fd"):
+        if int(name) not in (0, 1, 2, channel):
+            with contextlib.suppress(OSError):
+                os.close(int(name))
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)  # a pipe reading the agent's output must not wait for the proxy
+    os.close(null)
+    import select as readable  # the watcher's already: no import
+
+    readable.select([channel], [], [])
+    from ai_sandbox import proxy
+
+    proxy.serve(net, channel)
 
 
 def _check_own_files() -> None:

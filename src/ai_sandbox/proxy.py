@@ -14,14 +14,13 @@ and printed, one line per host, when the sandbox is gone.
 Why not a library (proxy.py, pproxy, mitmproxy): the listening sockets come from another network namespace over
 SCM_RIGHTS and the decision per name is ours, with its reason and its count; what is left is a CONNECT/SOCKS5 relay
 of ~200 lines of the standard library, which a dependency would not shorten. Threads, not asyncio: nothing here
-is imported on the launch path, and the forked process starts at once.
+is imported on the launch path: the forked process imports it once the launch check has sent the sandbox's
+sockets (launch._proxy_process), not while the sandbox starts.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import socket
 import sys
 import threading
@@ -346,22 +345,6 @@ def run(net: Network, ctl: socket.socket) -> None:
     sys.stderr.flush()
 
 
-def child(net: Network, channel: int) -> None:
-    """The proxy process, just forked by the launch (launch._start_proxy) with the terminal's signals blocked: it
-    ignores them (Ctrl-C is the agent's; the proxy ends with the sandbox), keeps no descriptor of the launch's but
-    stderr (its lines after the session) and its end of the channel, and serves."""
-    for sig in TERMINAL:
-        signal.signal(sig, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, TERMINAL)
-    for name in os.listdir("/proc/self/fd"):
-        if int(name) not in (0, 1, 2, channel):
-            with contextlib.suppress(OSError):
-                os.close(int(name))
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)  # a pipe reading the agent's output must not wait for the proxy
-    os.close(null)
+def serve(net: Network, channel: int) -> None:
+    """The proxy process (launch._proxy_process, once the sandbox's sockets are on their way): serve on the channel."""
     run(net, socket.socket(fileno=channel))
-
-
-TERMINAL = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)

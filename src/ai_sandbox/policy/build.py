@@ -246,11 +246,12 @@ def _secrets_in_outputs(
             by_parent[rel] = secret(name) or (secret_parent(head) if head else None)
         return by_parent[rel]
 
+    cut = len(root.rstrip("/")) + 1
     for k in policy.kept:
         if k.origin != OUTPUT:
             keep.append(k)
             continue
-        top = relative(k.path, root)
+        top = k.path[cut:]  # relative(k.path, root), without a call per build output
         head, _, name = top.rpartition("/")
         name_rule = secret(name) or (secret_parent(head) if head else None)
         if name_rule is not None:  # `secrets/logs/` is not a build output (a red team read it through that)
@@ -280,7 +281,7 @@ def _secrets_in_outputs(
                         pending.append(f"{d}/{name}")  # absolute and normal, never "/": no posixpath checks
                     continue
                 path = f"{d}/{name}"
-                mine = allow.match(relative(path, root), is_dir)
+                mine = allow.match(path[cut:], is_dir)
                 if mine is not None and mine.origin not in CODE:
                     continue  # the user's or the project's own allow names it
                 out.append(Mask(path, is_dir, IGNORED, f"secret-looking name ({rule}) inside build output {top}/"))

@@ -401,12 +401,15 @@ class _Checkout:
     ) -> tuple[Policy, layers.Collected]:
         env = self.env
         memo = paths.project_cache(env, root, "listings")
-        collected = layers.collect(root, repo, self.user_cfg, project_cfg, detail=self.detail, memo=memo)
         # the remembered answers hold secret_name's verdicts: a change of its rules must not reuse them
         outputs = OutputListings(
             paths.project_cache(env, root, f"outputs-{profiles.SECRET_RULES}"), profiles.secret_name
         )
         self.outputs.append(outputs)
+        collected = layers.collect(
+            root, repo, self.user_cfg, project_cfg, detail=self.detail, memo=memo, meanwhile=outputs.load
+        )
+        outputs.load()  # not a repository: no git walk to read it during
         policy = build(
             root,
             collected.entries,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ai_sandbox import spawn
 from ai_sandbox.errors import PolicyError, UnavailableError
@@ -156,7 +156,7 @@ def _collapse(paths: list[str]) -> list[tuple[str, bool]]:
     return out
 
 
-def scan(repo: Repo) -> Scan:
+def scan(repo: Repo, meanwhile: Callable[[], None] | None = None) -> Scan:
     """Ignored entries (directories collapsed), untracked ones, and the index: three `git ls-files` run
     side by side. ls-files never reads file contents, so no filter a repository configures can run (git
     status would run clean filters on changed tracked files), and it does not walk into a directory an
@@ -164,7 +164,8 @@ def scan(repo: Repo) -> Scan:
 
     A fourth call reads the config git-crypt depends on. What git printed on stderr is read too: a
     directory it could not open is named in `unlisted` (nothing in it was listed, ignored or not), and any
-    other message refuses — an unreadable .gitignore means the listing is not what the user wrote."""
+    other message refuses — an unreadable .gitignore means the listing is not what the user wrote. meanwhile runs
+    while git walks (the launch reads its remembered listings then)."""
     calls = {
         "ignored": ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
         "untracked": ["ls-files", "-z", "--others", "--exclude-standard", "--directory"],
@@ -182,6 +183,12 @@ def scan(repo: Repo) -> Scan:
         if isinstance(e, FileNotFoundError):
             raise not_installed() from None
         raise
+    if meanwhile is not None:
+        try:
+            meanwhile()
+        except BaseException:
+            _give_up(started)
+            raise
     # every pipe read as it fills: git blocks on a full pipe, and a monorepo's index is megabytes (read one call
     # after the other, the index would only finish after the slowest walk); all of it within TIMEOUT, past which
     # the calls are killed and the launch refuses

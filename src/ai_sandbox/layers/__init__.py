@@ -5,6 +5,8 @@ Every layer returns plain `Entry` values; merging, allowlists and resolution bel
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ai_sandbox import git
 from ai_sandbox.config import ProjectConfig, UserConfig
 from ai_sandbox.layers import explicit, gitcrypt, ignored, unlisted
@@ -35,15 +37,23 @@ def collect(
     *,
     detail: bool = False,
     memo: str = "",
+    meanwhile: Callable[[], None] | None = None,
 ) -> Collected:
-    """Every layer's entries. memo: the file remembering directory listings (unlisted.Memo), if any."""
+    """Every layer's entries. memo: the file remembering directory listings (unlisted.Memo), if any; it is read
+    while git walks the tree, and so is whatever meanwhile reads."""
     out = Collected()
     out.entries += explicit.literal_paths(user_cfg.block_paths, GLOBAL)
     out.entries += explicit.literal_paths(project_cfg.block_paths, EXPLICIT)
     if repo is None:
         return out
     listings = unlisted.Memo(memo)
-    all_trees = out.trees = list(trees(repo, memo=listings))
+
+    def read_memos() -> None:
+        listings.load()
+        if meanwhile is not None:
+            meanwhile()
+
+    all_trees = out.trees = list(trees(repo, memo=listings, meanwhile=read_memos))
     for tree in all_trees:
         p = tree.prefix
         tree.walk.finish(tree.scan, _nested(p, all_trees))

@@ -26,13 +26,20 @@ class OutputListings:
     def __init__(self, path: str, secret: Callable[[str], str | None]) -> None:
         self.path = path
         self.secret = secret
-        self.old: dict[str, Answer] = load_memo(path)
+        self.old: dict[str, Answer] = {}
+        self.loaded = False
         self.new: dict[str, Answer] = {}
         self.changed = False
         self.settled = time.time_ns() - RACY_NS
 
+    def load(self) -> None:
+        """The answers of the last launch: called while git walks the tree (a monorepo's: ~4 ms of unmarshalling),
+        at the latest before the first question."""
+        if not self.loaded:
+            self.old, self.loaded = load_memo(self.path), True
+
     def scandir(self, path: str) -> tuple[tuple[str, bool], ...]:
-        """What the policy's walk needs of path: its subdirectories and its secret-looking entries."""
+        """What the policy's walk needs of path: its subdirectories and its secret-looking entries. `load` first."""
         st = os.lstat(path)
         if not stat.S_ISDIR(st.st_mode):
             raise NotADirectoryError(path)
@@ -52,5 +59,5 @@ class OutputListings:
 
     def save(self) -> None:
         """Keep this launch's answers only; written when something was listed anew."""
-        if self.changed or self.new.keys() != self.old.keys():
+        if self.loaded and (self.changed or self.new.keys() != self.old.keys()):
             save_memo(self.path, self.new)

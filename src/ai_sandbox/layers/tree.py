@@ -3,7 +3,7 @@ layer reads, and what the audit, the marks and the history walk look at after.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ai_sandbox import git
 from ai_sandbox.layers import unlisted
@@ -19,10 +19,13 @@ class Tree:
     walk: unlisted.Walk  # what git does not list: FIFOs, sockets, .gitattributes files
 
 
-def trees(repo: git.Repo, prefix: str = "", memo: unlisted.Memo | None = None) -> Iterator[Tree]:
-    """The root work tree and, recursively, every submodule and nested clone checked out inside it."""
+def trees(
+    repo: git.Repo, prefix: str = "", memo: unlisted.Memo | None = None, meanwhile: Callable[[], None] | None = None
+) -> Iterator[Tree]:
+    """The root work tree and, recursively, every submodule and nested clone checked out inside it. meanwhile runs
+    while git walks the root tree."""
     walk = unlisted.Walk(repo.root, memo)
-    scan = git.scan(repo)
+    scan = git.scan(repo, meanwhile)
     yield Tree(prefix, scan, walk)
     for rel in scan.gitlinks:
         sub = git.nested_repo(repo.root, rel)

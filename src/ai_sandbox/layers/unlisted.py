@@ -39,12 +39,23 @@ Listing = tuple[int, int, tuple[str, ...], tuple[str, ...], bool]
 
 
 class Memo:
-    """Listings of earlier launches, per work tree root; loaded and saved once per launch."""
+    """Listings of earlier launches, per work tree root; loaded and saved once per launch. Loaded when first
+    needed, or by `load` while git walks the tree (a monorepo's file: ~6 ms of unmarshalling)."""
 
     def __init__(self, path: str = "") -> None:
         self.path = path
-        self.trees: dict[str, dict[str, Listing]] = load_memo(path)
+        self._trees: dict[str, dict[str, Listing]] | None = None
         self.changed = False
+
+    def load(self) -> None:
+        if self._trees is None:
+            self._trees = load_memo(self.path)
+
+    @property
+    def trees(self) -> dict[str, dict[str, Listing]]:
+        self.load()
+        assert self._trees is not None
+        return self._trees
 
     def save(self, roots: list[str]) -> None:
         """Keep the trees of this launch only; written when something was listed anew (never inside the

@@ -596,6 +596,13 @@ def _found(
             continue
         for old, owner in paths:
             new = here if itself else os.path.join(here, os.path.basename(old))
+            if new == old:
+                # back at its own path, where the launch's look saw another: something is swapping it with a decoy,
+                # and the mask may land on either (thirty-third red team: a flip back between the look and this
+                # search passed, and the record learned the decoy)
+                why = "it or a directory above it was swapped while the launch looked at it (something is moving it)"
+                out.append(Lost(old, why, old, owner))
+                continue
             mask = policy.hidden(new)
             # the user's record holds for every project: hidden there by this project's rules alone, it is readable
             # from the others (sixteenth red team: ~/.aws moved into a project that ignores it)

@@ -157,14 +157,14 @@ def _ident(path: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def unmasked(paths: list[str], looked: dict[str, os.stat_result | OSError] | None = None) -> Iterator[tuple[str, str]]:
+def unmasked(paths: list[str], looked: Looked | None = None) -> Iterator[tuple[str, str]]:
     """(path, reason) of each path that exists here and is neither one of firejail's mask mounts nor an empty
     read-only mount of mode 0000 (bwrap's masks; one is as unreadable as the other, whoever mounted it).
-    looked: each path's lstat (or its error) taken already (`lstats`)."""
+    looked: each path as seen through its directory already (`Looked`)."""
     masks = {i for i in (_ident(MASK_FILE), _ident(MASK_DIR)) if i is not None}
     tops = None
     for path in paths:
-        st = looked[path] if looked is not None and path in looked else _lstat(path)
+        st = looked.files[path] if looked is not None and path in looked.files else _lstat(path)
         if isinstance(st, FileNotFoundError):
             continue  # nothing there to read (gone since the launch computed it, or private here)
         if isinstance(st, OSError):
@@ -186,10 +186,46 @@ def _lstat(path: str) -> os.stat_result | OSError:
         return e
 
 
-def lstats(paths: list[str]) -> dict[str, os.stat_result | OSError]:
-    """One lstat of each path, for every test of the masks to judge: a monorepo's 1,000 masks were looked at four
-    times each (15 of the check's 36 ms)."""
-    return {p: _lstat(p) for p in paths}
+class Looked:
+    """Each masked path as seen through its directory, opened once: the path's lstat (or its error) and the
+    directory itself. Every test of a mask reads these, so they all judge one directory: a look at the path while a
+    process outside had swapped its directory for a decoy, and a look at the directory after the swap back, passed
+    a mask that was on the decoy's file while the agent read the real one (thirty-third red team)."""
+
+    def __init__(self, paths: list[str], strict: frozenset[str] = frozenset()) -> None:
+        self.dirs: dict[str, int | OSError] = {}  # a directory -> its descriptor (O_PATH), or why it cannot be opened
+        self.files: dict[str, os.stat_result | OSError] = {}
+        self.strict = strict  # the directories the launch saw (S records): a link put at one is not followed
+        for path in paths:
+            parent, _, name = path.rpartition("/")
+            fd = self.dir(parent or "/")
+            if isinstance(fd, OSError):
+                self.files[path] = fd
+                continue
+            try:
+                self.files[path] = os.stat(name, dir_fd=fd, follow_symlinks=False) if name else os.fstat(fd)
+            except OSError as e:
+                self.files[path] = e
+
+    def dir(self, path: str) -> int | OSError:
+        """The directory at path, opened once. A link at a directory the launch saw is not followed (another
+        directory put there through a link is not the one it saw); elsewhere it is, as lstat of a path in it does."""
+        if path not in self.dirs:
+            flags = O_PATH | os.O_DIRECTORY | os.O_CLOEXEC | (os.O_NOFOLLOW if path in self.strict else 0)
+            try:
+                self.dirs[path] = os.open(path, flags)
+            except OSError as e:
+                self.dirs[path] = e
+        return self.dirs[path]
+
+    def close(self) -> None:
+        for fd in self.dirs.values():
+            if isinstance(fd, int):
+                os.close(fd)
+        self.dirs = {}
+
+
+O_PATH = getattr(os, "O_PATH", 0o10000000)  # Linux's, which every backend runs on
 
 
 def empty_mount(path: str, st: os.stat_result, tops: dict[bytes, list[bytes]]) -> bool:
@@ -208,23 +244,39 @@ def empty_mount(path: str, st: os.stat_result, tops: dict[bytes, list[bytes]]) -
     return kind == 0o040000 and fstype == b"tmpfs" and st.st_nlink == 2 and st.st_size <= 40
 
 
-def swapped(records: list[str], look: int = 0, looked: dict[str, os.stat_result | OSError] | None = None) -> str | None:
+def swapped(records: list[str], look: int = 0, looked: Looked | None = None) -> str | None:
     """The first S record's path whose mask is not on the file the launch saw: its directory is not the one seen
     there (a session swapped it, or one above it), or the directory's entry is another file (its inode, read from
     the listing: stat would see the mask). A directory the agent's identity cannot list keeps the first test
     only; nothing a session can do moves a masked entry itself (a mount point: EBUSY). A directory whose change
     time is older than the look (look, in ns; less SLACK for the kernel's coarse clock) has had no entry added,
-    removed or renamed since: its listing is not read (a monorepo's 1,000 listings cost 20 ms). looked: the paths'
-    lstat taken already (`lstats`); each directory is looked at once."""
+    removed or renamed since: its listing is not read (a monorepo's 1,000 listings cost 20 ms). looked: the paths
+    as seen through their directories (`Looked`), which this judges: the same directory as the mask tests."""
+    own = looked is None
+    if looked is None:
+        paths = [rec.split(":", 4)[4] for rec in records]
+        looked = Looked(paths, frozenset(p.rpartition("/")[0] or "/" for p in paths))
+    try:
+        return _swapped(records, look, looked)
+    finally:
+        if own:
+            looked.close()
+
+
+def _swapped(records: list[str], look: int, looked: Looked) -> str | None:
     listings: dict[str, dict[str, int] | None] = {}
     parents: dict[str, os.stat_result | OSError] = {}
     for rec in records:
         fdev, fino, ddev, dino, path = rec.split(":", 4)
-        if isinstance(looked[path] if looked is not None and path in looked else _lstat(path), OSError):
+        if path not in looked.files:
+            looked.files.update(Looked([path]).files)  # pragma: no cover - every S record's path is looked at
+        if isinstance(looked.files[path], OSError):
             continue  # the M and m records judge what is missing
-        parent = os.path.dirname(path)
+        parent, _, name = path.rpartition("/")
+        parent = parent or "/"
+        fd = looked.dir(parent)
         if parent not in parents:
-            parents[parent] = _lstat(parent)
+            parents[parent] = fd if isinstance(fd, OSError) else os.fstat(fd)
         st = parents[parent]
         if isinstance(st, OSError):
             return path
@@ -233,9 +285,9 @@ def swapped(records: list[str], look: int = 0, looked: dict[str, os.stat_result 
         if fdev == "-" or int(fdev) != st.st_dev or (look and st.st_ctime_ns < look - SLACK):
             continue  # missing then, a mount point of its own there, or its directory unchanged since the look
         if parent not in listings:
-            listings[parent] = _inodes(parent)
+            listings[parent] = _inodes(fd) if isinstance(fd, int) else None
         names = listings[parent]
-        if names is not None and names.get(os.path.basename(path)) != int(fino):
+        if names is not None and names.get(name) != int(fino):
             return path
     return None
 
@@ -243,14 +295,20 @@ def swapped(records: list[str], look: int = 0, looked: dict[str, os.stat_result 
 SLACK = 1_000_000_000  # ns: file times come from a clock that lags the one the look read by a tick or two
 
 
-def _inodes(directory: str) -> dict[str, int] | None:
-    """name -> inode of each entry, as the directory lists it (beneath any mount); None when it cannot be
-    listed."""
+def _inodes(directory: int) -> dict[str, int] | None:
+    """name -> inode of each entry, as the directory (an O_PATH descriptor) lists it, beneath any mount; None when
+    it cannot be listed."""
     try:
-        with os.scandir(directory) as it:
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=directory)
+    except OSError:
+        return None
+    try:
+        with os.scandir(fd) as it:
             return {e.name: e.inode() for e in it}
     except OSError:
         return None
+    finally:
+        os.close(fd)
 
 
 def scratch_problem(path: str, fresh: bool = True, tops: dict[bytes, list[bytes]] | None = None) -> str | None:
@@ -494,8 +552,18 @@ def mask_problems(records: list[tuple[str, str]], backend: str = "firejail") -> 
     """(message, hint) for the first mask (M, m and S records) not in force: a path gone, one not masked, or one
     masked in a directory that is not the one the launch saw. One lstat per path, one per directory."""
     masked = [rest for kind, rest in records if kind in "Mm"]
-    looked = lstats(masked)
-    gone = next((rest for kind, rest in records if kind == "M" and isinstance(looked[rest], OSError)), None)
+    seen = [rest.split(":", 4)[4] for kind, rest in records if kind == "S"]
+    looked = Looked(masked + seen, frozenset(p.rpartition("/")[0] or "/" for p in seen))
+    try:
+        return _mask_problems(records, backend, masked, looked)
+    finally:
+        looked.close()
+
+
+def _mask_problems(
+    records: list[tuple[str, str]], backend: str, masked: list[str], looked: Looked
+) -> tuple[str, str] | None:
+    gone = next((rest for kind, rest in records if kind == "M" and isinstance(looked.files[rest], OSError)), None)
     if gone is not None:
         return (
             f"{gone} was moved or deleted while the sandbox started, so it could not be masked",

@@ -586,3 +586,24 @@ def test_accept_starts_the_global_record_anew_too(root, env, tmp_path):
     assert state.forget(env, other, other) == 1  # the global record applied; the project had none
     assert state.findings(_policy(other), env, other) == []
     assert state.load(state.global_record_path(env)) == []
+
+
+def test_a_directory_flipped_back_after_the_launch_looked_refuses(root, env):
+    """Thirty-third red team: a process outside the sandbox flipped config/ and a decoy in a loop. A launch looked
+    (idents.py) while they were swapped, and its record check searched for the recorded config/ after the flip back:
+    found where it was, hidden by the same rule, it passed, and the record learned the decoy; the next sessions hid
+    the decoy's file while the agent read the real one. The recorded directory found at its own path when the look
+    saw another there means it was being swapped: refused."""
+    from ai_sandbox import idents
+
+    policy = _policy(root, "config/master.key")
+    _launch(policy, env)
+    os.makedirs(f"{root}/decoy")
+    with open(f"{root}/decoy/master.key", "w") as f:
+        f.write("decoy")
+    _swap(f"{root}/config", f"{root}/decoy")
+    seen = idents.take(policy)  # the launch's look, while swapped
+    _swap(f"{root}/config", f"{root}/decoy")  # and back, before the record check searches
+    with pytest.raises(PolicyError, match="swapped while the launch looked"):
+        state.check(policy, env, root, seen=seen)
+    state.check(policy, env, root, seen=idents.take(policy))  # a look with the directories in place passes

@@ -67,7 +67,7 @@ def test_a_directory_unchanged_since_the_look_is_not_listed_and_one_changed_afte
     spec = _spec(policy)
     listed: list[str] = []
     real = verify._inodes
-    monkeypatch.setattr(verify, "_inodes", lambda d: listed.append(d) or real(d))
+    monkeypatch.setattr(verify, "_inodes", lambda fd: listed.append(os.readlink(f"/proc/self/fd/{fd}")) or real(fd))
     assert verify.swapped(spec, time.time_ns() + 10 * verify.SLACK) is None and listed == []
     look = time.time_ns()
     os.rename(tmp_path / "decoy" / ".env", tmp_path / "svc" / ".env")  # after the look: its directory changed
@@ -114,3 +114,57 @@ def test_the_masks_are_checked_with_two_lookups_each(tmp_path, monkeypatch):
         monkeypatch.setattr(verify.os, name, lambda p, *a, _r=real, _n=name, **k: calls.append(p) or _r(p, *a, **k))
     assert verify.mask_problems(records) is None
     assert len(calls) <= 2 * len(masks) + 2, len(calls)
+
+
+def _flip(a, b):
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.renameat2(-100, bytes(a), -100, bytes(b), 2) == 0  # RENAME_EXCHANGE
+
+
+def test_a_directory_flipped_while_the_check_looks_never_passes(tmp_path, monkeypatch):
+    """Thirty-third red team: a process outside the sandbox flipped `a` and a decoy in a loop while launches ran. A
+    mask mounted while they were swapped lands on the decoy's file; the check took the path's lstat while swapped
+    (the mask: passed) and the directory's after the swap back (the one seen: passed), and the agent read the real
+    file (bwrap, 2 launches in 95). Here the mask is on the decoy's file, and the flip happens before any of the
+    check's looks and is undone before any later one: every interleaving must refuse. The path and its directory
+    are looked at through one opened directory, so both looks see the same directory."""
+    mask = tmp_path / "mask"
+    mask.write_text("")
+    for d in ("a", "decoy"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "a" / "secret.txt").write_text("SECRET")
+    os.link(mask, tmp_path / "decoy" / "secret.txt")  # the mask, on the decoy's file
+    secret = str(tmp_path / "a" / "secret.txt")
+    policy = Policy(root=str(tmp_path), in_git=True, masks=[Mask(secret, False, IGNORED, "i")])
+    records = [("M", secret)] + [("S", s) for s in _spec(policy)]
+    monkeypatch.setattr(verify, "MASK_FILE", str(mask))
+    monkeypatch.setattr(verify, "mount_tops", lambda path="": {})
+    looks = ("lstat", "stat", "open", "fstat", "scandir", "listdir")
+    real = {name: getattr(os, name) for name in looks}
+    step, flips = [0], [0]
+    flip_at: list[int] = []
+
+    def counted(name):
+        def look(*a, **k):
+            if step[0] in flip_at:
+                _flip(tmp_path / "a", tmp_path / "decoy")
+                flips[0] += 1
+            step[0] += 1
+            return real[name](*a, **k)
+
+        return look
+
+    for name in looks:
+        monkeypatch.setattr(os, name, counted(name))
+    try:
+        for first in range(8):
+            for last in range(first + 1, 10):
+                step[0], flips[0], flip_at[:] = 0, 0, [first, last]
+                passed = verify.mask_problems(records) is None
+                if flips[0] % 2:  # the check ended with the directories still swapped: undo it
+                    _flip(tmp_path / "a", tmp_path / "decoy")
+                assert not passed, (first, last)
+    finally:
+        for name in looks:
+            monkeypatch.setattr(os, name, real[name])
+    assert (tmp_path / "a" / "secret.txt").read_text() == "SECRET"  # the tree as it was

@@ -45,6 +45,7 @@ paths a rule no allowlist overrides hid (a block, git-crypt), and a session dele
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -532,19 +533,31 @@ def _moved(
         hit = by_ino.get(st.st_ino)
         if hit is not None:
             lost += _found(policy, top, st.st_dev, hit, by_ino, st.st_ino, True)
-    stack = [policy.root]
+    stack: list[tuple[str, int | None]] = [(policy.root, None)]
+    moving = False
     while stack and by_ino:
-        for e in _listing(stack.pop()):
+        d, expected = stack.pop()
+        listed = _listing(d, expected)
+        if listed is None:
+            moving = True
+            continue
+        for name, inode, is_dir in listed:
+            path = os.path.join(d, name)
             try:
-                is_dir = e.is_dir(follow_symlinks=False)
-                hit = by_ino.get(e.inode())
+                hit = by_ino.get(inode)
                 if hit is not None:  # in a hidden place (a masked one): found, and hidden still
-                    lost += _found(policy, e.path, os.lstat(e.path).st_dev, hit, by_ino, e.inode(), is_dir)
-                if not is_dir or e.path in masked:
-                    continue
+                    lost += _found(policy, path, os.lstat(path).st_dev, hit, by_ino, inode, is_dir)
             except OSError:
                 continue
-            stack.append(e.path)
+            if is_dir and path not in masked:
+                stack.append((path, inode))
+    if moving and by_ino:
+        # a directory entered was not the one its parent listed: something moved directories while the search looked,
+        # and what it did not find may have been moved past it (thirty-third red team: a process outside flipping
+        # two directories hid the recorded one from both listings)
+        why = "directories in the project were being moved while the launch searched for it (something is moving them)"
+        lost += [Lost(p, why, p, owner) for hits in by_ino.values() for _, paths, _ in hits for p, owner in paths]
+        by_ino.clear()
     beside = {
         _dirname(p if itself else _dirname(p))
         for hits in by_ino.values()
@@ -553,12 +566,12 @@ def _moved(
         if not inside(p, policy.root)
     }
     for d in sorted(beside):
-        for e in _listing(d) if by_ino and not policy.hidden(d) else []:
+        for name, inode, is_dir in (_listing(d) or []) if by_ino and not policy.hidden(d) else []:
             try:
-                hit = by_ino.get(e.inode())
+                hit = by_ino.get(inode)
                 if hit is not None:
-                    is_dir = e.is_dir(follow_symlinks=False)
-                    lost += _found(policy, e.path, os.lstat(e.path).st_dev, hit, by_ino, e.inode(), is_dir)
+                    path = os.path.join(d, name)
+                    lost += _found(policy, path, os.lstat(path).st_dev, hit, by_ino, inode, is_dir)
             except OSError:
                 continue
     return lost, [p for hits in by_ino.values() for _, paths, _ in hits for p in paths]
@@ -571,12 +584,26 @@ def _links(path: str) -> int:
         return 0
 
 
-def _listing(d: str) -> list[os.DirEntry[str]]:
+def _listing(d: str, expected: int | None = None) -> list[tuple[str, int, bool]] | None:
+    """(name, inode, is a directory) of each entry of d, as the directory opened there lists it; [] when it cannot
+    be read. None when it is not the directory expected (the inode its parent listed): it moved meanwhile."""
     try:
-        with os.scandir(d) as it:
-            return list(it)
+        # an entry its parent listed as a directory is not followed if it became a link; the places searched from
+        # (the project, a recorded path's directory) are as they are reached
+        nofollow = os.O_NOFOLLOW if expected is not None else 0
+        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | nofollow | os.O_CLOEXEC)
+    except OSError as e:
+        # gone, or no directory any more, since its parent listed it; unreadable: nothing to search in
+        return None if expected is not None and e.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP) else []
+    try:
+        if expected is not None and os.fstat(fd).st_ino != expected:
+            return None
+        with os.scandir(fd) as it:
+            return [(e.name, e.inode(), e.is_dir(follow_symlinks=False)) for e in it]
     except OSError:
         return []
+    finally:
+        os.close(fd)
 
 
 def _found(

@@ -607,3 +607,37 @@ def test_a_directory_flipped_back_after_the_launch_looked_refuses(root, env):
     with pytest.raises(PolicyError, match="swapped while the launch looked"):
         state.check(policy, env, root, seen=seen)
     state.check(policy, env, root, seen=idents.take(policy))  # a look with the directories in place passes
+
+
+def test_a_directory_flipped_while_the_record_searches_refuses(tmp_path, env, monkeypatch):
+    """Thirty-third red team, as a user with firejail: the recorded directory was not found by the record's search,
+    which listed x/ while a process outside had swapped it with y/, then y/ after the swap back: both listings showed
+    y's entries, the moved directory was nowhere, and no session had logged it: passed, and the record learned the
+    decoy. Each directory the search enters must be the one its parent listed (by inode): otherwise something is
+    moving directories while the launch looks, and it refuses."""
+    root = tmp_path / "p"
+    (root / "config").mkdir(parents=True)
+    (root / "config" / "master.key").write_text("key")
+    (root / "x").mkdir()
+    (root / "y").mkdir()
+    policy = _policy(str(root), "config/master.key")
+    _launch(policy, env)
+    os.rename(root / "config", root / "x" / "config")  # moved, and hidden there by nothing
+    os.mkdir(root / "config")  # a decoy at its path
+
+    def flipped(real):
+        def call(path, *a, **k):
+            if isinstance(path, str) and path == str(root / "x"):
+                _swap(str(root / "x"), str(root / "y"))  # while x/ is looked at, it is y's directory
+                try:
+                    return real(path, *a, **k)
+                finally:
+                    _swap(str(root / "x"), str(root / "y"))
+            return real(path, *a, **k)
+
+        return call
+
+    monkeypatch.setattr(os, "scandir", flipped(os.scandir))
+    monkeypatch.setattr(os, "open", flipped(os.open))
+    with pytest.raises(PolicyError, match="master.key"):
+        state.check(policy, env, str(root))

@@ -192,13 +192,14 @@ class Looked:
     process outside had swapped its directory for a decoy, and a look at the directory after the swap back, passed
     a mask that was on the decoy's file while the agent read the real one (thirty-third red team)."""
 
-    def __init__(self, paths: list[str], strict: frozenset[str] = frozenset()) -> None:
+    def __init__(self, paths: list[str], seen: list[str]) -> None:
+        """paths, and seen: those whose directory the launch saw (S records), where a link is not followed."""
         self.dirs: dict[str, int | OSError] = {}  # a directory -> its descriptor (O_PATH), or why it cannot be opened
         self.files: dict[str, os.stat_result | OSError] = {}
-        self.strict = strict  # the directories the launch saw (S records): a link put at one is not followed
-        for path in paths:
-            parent, _, name = path.rpartition("/")
-            fd = self.dir(parent or "/")
+        self.strict = {_split(p)[0] for p in seen}
+        for path in [*paths, *seen]:
+            parent, name = _split(path)
+            fd = self.dir(parent)
             if isinstance(fd, OSError):
                 self.files[path] = fd
                 continue
@@ -228,6 +229,12 @@ class Looked:
 O_PATH = getattr(os, "O_PATH", 0o10000000)  # Linux's, which every backend runs on
 
 
+def _split(path: str) -> tuple[str, str]:
+    """An absolute, normal path's directory and name."""
+    parent, _, name = path.rpartition("/")
+    return parent or "/", name
+
+
 def empty_mount(path: str, st: os.stat_result, tops: dict[bytes, list[bytes]]) -> bool:
     """Whether path is the top mount at exactly this path, read-only, of mode 0000 and empty: an empty
     regular file, or a tmpfs holding nothing. With no capabilities (checked), not even root reads it."""
@@ -254,8 +261,7 @@ def swapped(records: list[str], look: int = 0, looked: Looked | None = None) -> 
     as seen through their directories (`Looked`), which this judges: the same directory as the mask tests."""
     own = looked is None
     if looked is None:
-        paths = [rec.split(":", 4)[4] for rec in records]
-        looked = Looked(paths, frozenset(p.rpartition("/")[0] or "/" for p in paths))
+        looked = Looked([], [rec.split(":", 4)[4] for rec in records])
     try:
         return _swapped(records, look, looked)
     finally:
@@ -268,12 +274,9 @@ def _swapped(records: list[str], look: int, looked: Looked) -> str | None:
     parents: dict[str, os.stat_result | OSError] = {}
     for rec in records:
         fdev, fino, ddev, dino, path = rec.split(":", 4)
-        if path not in looked.files:
-            looked.files.update(Looked([path]).files)  # pragma: no cover - every S record's path is looked at
         if isinstance(looked.files[path], OSError):
             continue  # the M and m records judge what is missing
-        parent, _, name = path.rpartition("/")
-        parent = parent or "/"
+        parent, name = _split(path)
         fd = looked.dir(parent)
         if parent not in parents:
             parents[parent] = fd if isinstance(fd, OSError) else os.fstat(fd)
@@ -550,10 +553,10 @@ def _drop_capabilities(libc: object) -> None:
 
 def mask_problems(records: list[tuple[str, str]], backend: str = "firejail") -> tuple[str, str] | None:
     """(message, hint) for the first mask (M, m and S records) not in force: a path gone, one not masked, or one
-    masked in a directory that is not the one the launch saw. One lstat per path, one per directory."""
+    masked in a directory that is not the one the launch saw. Each directory is opened once, each path looked at once
+    through it (`Looked`)."""
     masked = [rest for kind, rest in records if kind in "Mm"]
-    seen = [rest.split(":", 4)[4] for kind, rest in records if kind == "S"]
-    looked = Looked(masked + seen, frozenset(p.rpartition("/")[0] or "/" for p in seen))
+    looked = Looked(masked, [rest.split(":", 4)[4] for kind, rest in records if kind == "S"])
     try:
         return _mask_problems(records, backend, masked, looked)
     finally:

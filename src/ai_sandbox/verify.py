@@ -44,14 +44,12 @@ The caller's environment travels in AI_SANDBOX_ENV_0, _1, … (see `pack_env`), 
 none of it on the command line (firejail limits arguments to 4,128 bytes and 128 of them).
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
 TYPE_CHECKING = False  # typing is not imported at run time: the check runs with -I -S, every ms counts
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
 HEADER = b"ai-sandbox-verify 1\n"
 ENV_PREFIX = "AI_SANDBOX_ENV_"
@@ -157,7 +155,7 @@ def _ident(path: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def unmasked(paths: list[str], looked: Looked | None = None) -> Iterator[tuple[str, str]]:
+def unmasked(paths: list[str], looked: "Looked | None" = None) -> "Iterator[tuple[str, str]]":
     """(path, reason) of each path that exists here and is neither one of firejail's mask mounts nor an empty
     read-only mount of mode 0000 (bwrap's masks; one is as unreadable as the other, whoever mounted it).
     looked: each path as seen through its directory already (`Looked`)."""
@@ -356,11 +354,16 @@ def mount_tops(path: str = "/proc/self/mountinfo") -> dict[bytes, list[bytes]]:
         return {fields[4]: fields for ln in f.read().split(b"\n") if len(fields := ln.split(b" ")) > 5}
 
 
-def mount_points(path: str = "/proc/self/mountinfo") -> set[bytes]:
+def mountinfo(path: str = "/proc/self/mountinfo") -> list[bytes]:
+    """The mount table's lines (they end in \n only: mountinfo escapes \n in a path, but not \r)."""
+    with open(path, "rb") as f:
+        return f.read().split(b"\n")
+
+
+def mount_points(path: str = "/proc/self/mountinfo", lines: list[bytes] | None = None) -> set[bytes]:
     """Every mount point here, as mountinfo writes it (octal escapes). os.path.ismount cannot tell a
     directory bound onto itself: same device, and its parent is a different inode either way."""
-    with open(path, "rb") as f:
-        return {line.split(b" ", 5)[4] for line in f.read().split(b"\n") if line.count(b" ") >= 5}
+    return {line.split(b" ", 5)[4] for line in lines or mountinfo(path) if line.count(b" ") >= 5}
 
 
 def _escaped(path: str) -> bytes:
@@ -395,6 +398,42 @@ def _bwrap_init() -> bool:
     return os.getpid() == 2 and bwrap_pid1()
 
 
+class Libc:
+    """libc's functions through _ctypes, ctypes's C half. `import ctypes` is ~4 ms of Python (every C type it
+    defines, its loaders) in a check that runs before every agent; these calls need an int, an unsigned long, a
+    string and fixed arrays of integers, declared here as ctypes declares its own. A function returns a C int, and
+    errno() is the errno the last call of this thread left."""
+
+    def __init__(self) -> None:
+        import _ctypes
+
+        simple = _ctypes._SimpleCData
+        self.int = type("c_int", (simple,), {"_type_": "i"})
+        self.ulong = type("c_ulong", (simple,), {"_type_": "L"})
+        self.string = type("c_char_p", (simple,), {"_type_": "z"})
+        self._uint = {
+            32: type("c_uint32", (simple,), {"_type_": "I"}),
+            64: type("c_uint64", (simple,), {"_type_": "Q"}),
+        }
+        flags = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        self._function = type("function", (_ctypes.CFuncPtr,), {"_flags_": flags, "_restype_": self.int})
+        self._library = type("libc", (), {"_handle": _ctypes.dlopen(None, _ctypes.RTLD_LOCAL)})  # type: ignore[arg-type]
+        self._array = _ctypes.Array
+        self.errno: Callable[[], int] = _ctypes.get_errno
+
+    def function(self, name: str, *argtypes: type) -> "Callable[..., int]":
+        """libc's function name; without argtypes, Python ints go as C ints and bytes or None as pointers."""
+        f = self._function((name, self._library))
+        if argtypes:
+            f.argtypes = argtypes
+        return f  # type: ignore[no-any-return]
+
+    def uints(self, bits: int, *values: int) -> object:
+        """A C array of unsigned integers of that many bits, holding values (passed as a pointer)."""
+        array = type("array", (self._array,), {"_type_": self._uint[bits], "_length_": len(values)})
+        return array(*values)
+
+
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT, _MS_BIND = 1, 2, 4, 8, 32, 4096
 _LOCKED = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
 STAGING = "/dev/shm"  # bwrap's own empty tmpfs: the empty file every file mask binds is made on a tmpfs above it
@@ -409,15 +448,13 @@ def mount_masks(paths: list[str]) -> None:
     made on a tmpfs stacked on STAGING and detached again, so that no path reaches the file but the masks.
     bwrap leaves CAP_SYS_ADMIN (in its user namespace, for a user) and CAP_SETPCAP to this program alone.
     A missing path is left (mount(2) would not create it; nothing there to read); enclosing paths first."""
-    import ctypes  # only here: the firejail check never pays for it
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
-    libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+    libc = Libc()  # only here: the firejail check never pays for it
+    mount_ = libc.function("mount", libc.string, libc.string, libc.string, libc.ulong, libc.string)
+    umount2 = libc.function("umount2", libc.string, libc.int)
 
     def mount(source: bytes | None, target: bytes, fstype: bytes | None, flags: int, data: bytes | None) -> None:
-        if libc.mount(source, target, fstype, flags, data) != 0:
-            errno = ctypes.get_errno()
+        if mount_(source, target, fstype, flags, data) != 0:
+            errno = libc.errno()
             raise OSError(errno, os.strerror(errno), os.fsdecode(target))
 
     empty = None
@@ -444,7 +481,7 @@ def mount_masks(paths: list[str]) -> None:
                 mount(None, target, None, _MS_BIND | _MS_REMOUNT | _LOCKED, None)
     finally:
         if empty is not None:
-            libc.umount2(STAGING.encode(), 2)  # MNT_DETACH: the masks keep the file; nothing else reaches it
+            umount2(STAGING.encode(), 2)  # MNT_DETACH: the masks keep the file; nothing else reaches it
         _drop_capabilities(libc)
 
 
@@ -467,7 +504,6 @@ def private_network(records: list[tuple[str, str]]) -> tuple[str, str] | None:
     if fd == "-":
         return None
     import _socket  # socket.py imports enum and selectors: ~4 ms of a launch
-    from array import array
 
     listeners = []
     try:
@@ -490,7 +526,8 @@ def private_network(records: list[tuple[str, str]]) -> tuple[str, str] | None:
             s.listen(128)
         ctl = _socket.socket(fileno=int(fd))
         try:
-            ctl.sendmsg([b"L"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, array("i", [s.fileno() for s in listeners]))])
+            fds = b"".join(s.fileno().to_bytes(4, sys.byteorder) for s in listeners)  # C ints (array: ~2.5 ms)
+            ctl.sendmsg([b"L"], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
         finally:
             ctl.close()  # the agent never holds the channel
     except OSError as e:
@@ -509,10 +546,7 @@ LANDLOCK_ABSTRACT_UNIX_SOCKET = 1  # landlock_ruleset_attr.scoped, ABI 6 (Linux 
 
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version; 0 without Landlock."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    abi: int = libc.syscall(444, None, 0, 1)  # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    abi = Libc().function("syscall")(444, None, 0, 1)  # landlock_create_ruleset(NULL, 0, ..._VERSION)
     return max(0, abi)
 
 
@@ -523,32 +557,29 @@ def abstract_scope(records: list[tuple[str, str]]) -> tuple[str, str] | None:
     such scope: nothing is done, as docs/network.md says."""
     if not any(kind == "A" for kind, _ in records):
         return None
-    import ctypes
-
     if landlock_abi() < 6:
         return None
-    libc = ctypes.CDLL(None, use_errno=True)
-    attr = (ctypes.c_uint64 * 3)(0, 0, LANDLOCK_ABSTRACT_UNIX_SOCKET)  # handled fs, handled net, scoped
-    fd = libc.syscall(444, attr, ctypes.sizeof(attr), 0)
-    if fd < 0 or libc.syscall(446, fd, 0) != 0:  # landlock_restrict_self (no_new_privs is set: checked above)
+    libc = Libc()
+    syscall = libc.function("syscall")
+    attr = libc.uints(64, 0, 0, LANDLOCK_ABSTRACT_UNIX_SOCKET)  # handled fs, handled net, scoped
+    fd = syscall(444, attr, 3 * 8, 0)
+    if fd < 0 or syscall(446, fd, 0) != 0:  # landlock_restrict_self (no_new_privs is set: checked above)
         return (
-            f"cannot scope abstract unix sockets (errno {ctypes.get_errno()})",
+            f"cannot scope abstract unix sockets (errno {libc.errno()})",
             "report this, or run with --network allowlist",
         )
     os.close(fd)
     return None
 
 
-def _drop_capabilities(libc: object) -> None:
+def _drop_capabilities(libc: "Libc") -> None:
     """No capability left in any set, the bounding set included: an exec as root cannot regain one."""
-    import ctypes
-
-    prctl = libc.prctl  # type: ignore[attr-defined]
+    prctl = libc.function("prctl")
     prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
     for cap in range(64):
         prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP (needs CAP_SETPCAP); EINVAL past the last capability
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
-    libc.capset(header, (ctypes.c_uint32 * 6)())  # type: ignore[attr-defined]
+    header = libc.uints(32, 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
+    libc.function("capset")(header, libc.uints(32, *[0] * 6))
 
 
 def mask_problems(records: list[tuple[str, str]], backend: str = "firejail") -> tuple[str, str] | None:
@@ -633,6 +664,7 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
     tops = None
     checked_x: set[str] = set()
     rw_mounts: list[str] | None = None
+    table: list[bytes] = []  # the mount table, read once for X and B records (~1 ms a read with 400 masks)
     for kind, rest in records:
         if kind == "T":
             if tops is None:
@@ -670,7 +702,8 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
                 )
         elif kind == "X":
             if rw_mounts is None:
-                rw_mounts = writable_mounts()
+                table = table or mountinfo()
+                rw_mounts = writable_mounts(table)
                 if backend == "firejail":
                     rw_mounts = _shared(rw_mounts)
             why = _not_read_only(rest, records, rw_mounts) if rest not in checked_x else None
@@ -682,7 +715,8 @@ def problems(records: list[tuple[str, str]]) -> tuple[str, str] | None:
                 )
         elif kind == "B":
             if points is None:
-                points = mount_points()
+                table = table or mountinfo()
+                points = mount_points(lines=table)
             if _escaped(rest) not in points:
                 return (
                     f"{rest} is not a mount point, so a session could rename it with what it holds",
@@ -743,11 +777,13 @@ def _unescape(field: bytes) -> str:
     return os.fsdecode(field)
 
 
-def writable_mounts() -> list[str]:
+def writable_mounts(lines: list[bytes] | None = None) -> list[str]:
     """The mount points of every writable mount here (the launch check; firejail's plan reads the host's)."""
-    with open("/proc/self/mountinfo", "rb") as f:
-        lines = f.read().split(b"\n")
-    return [_unescape(fields[4]) for line in lines if len(fields := line.split(b" ", 6)) > 5 and fields[5][:2] == b"rw"]
+    return [
+        _unescape(fields[4])
+        for line in lines or mountinfo()
+        if len(fields := line.split(b" ", 6)) > 5 and fields[5][:2] == b"rw"
+    ]
 
 
 def _visibly_writable(point: str) -> bool:
@@ -789,14 +825,14 @@ def _hand_over(ignored: str | None) -> None:
     sandbox ignores Ctrl-C and hang-ups above the agent; Python ignores SIGPIPE, which an exec keeps, so
     `agent | head` would see EPIPE instead of ending), and no descriptor but 0, 1 and 2: one inherited from
     outside the sandbox (a shell's `3<dir`) reads beneath every mask through /proc/self/fd/3/."""
-    import signal
+    import _signal  # type: ignore[import-not-found]  # loaded at start; signal.py would import enum (~3 ms)
 
     if ignored is not None:
         keep = {int(s) for s in ignored.split(",") if s.isdigit()}
         for sig in _RESTORED:
-            signal.signal(sig, signal.SIG_IGN if sig in keep else signal.SIG_DFL)
+            _signal.signal(sig, _signal.SIG_IGN if sig in keep else _signal.SIG_DFL)
     for sig in _DEFAULTED:
-        signal.signal(sig, signal.SIG_DFL)
+        _signal.signal(sig, _signal.SIG_DFL)
     for name in os.listdir("/proc/self/fd"):
         if int(name) > 2:
             try:  # noqa: SIM105 - contextlib costs the check an import

@@ -371,11 +371,12 @@ def _liveness(target: int) -> int | None:
 
 
 def _inotify(paths: list[str]) -> tuple[int | None, dict[int, str]]:
-    import ctypes  # in the watcher only, never on the launch path
+    from ai_sandbox.verify import Libc  # not ctypes: ~4 ms of imports in a process beside the sandbox's start
 
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        libc = Libc()
+        fd = libc.function("inotify_init1")(_IN_NONBLOCK | _IN_CLOEXEC)
+        add_watch = libc.function("inotify_add_watch")
     except (OSError, AttributeError):
         return None, {}
     if fd < 0:
@@ -383,7 +384,7 @@ def _inotify(paths: list[str]) -> tuple[int | None, dict[int, str]]:
     mask = _IN_CREATE | _IN_DELETE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ONLYDIR
     by_wd: dict[int, str] = {}
     for d in sorted({os.path.dirname(p) for p in paths})[:MAX_WATCHES]:
-        wd = libc.inotify_add_watch(fd, os.fsencode(d), mask)
+        wd = add_watch(fd, os.fsencode(d), mask)
         if wd >= 0:
             by_wd[wd] = d
     return fd, by_wd

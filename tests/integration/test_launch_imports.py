@@ -92,3 +92,68 @@ def test_the_launch_imports_only_what_it_did(ws_self: Workspace, sandbox_backend
     assert imported & HEAVY == set()
     stdlib = imported - ours
     assert {"json", "re"} <= stdlib and len(stdlib) <= STDLIB_AT_MOST, (len(stdlib), sorted(stdlib))
+
+
+# The launch check runs in every sandbox between the backend's start and the agent's (`python -I -S`, verify.py):
+# what it imports is time on every launch, in series with both. Beyond `os`, which it needs, it may load two C
+# modules and nothing of the standard library's Python: _socket, to hand the sandbox's listening sockets to the
+# proxy, and _ctypes, for bwrap's mounts and Landlock (`ctypes` itself is ~4 ms of Python; `array` pulled in
+# collections, ~2.5 ms; `signal` pulled in enum, ~3 ms: each was in the check once).
+CHECK_MAY_IMPORT = {"_socket", "_ctypes"}
+
+# Run in the sandbox in place of the check's own program: the same bytecode, with the exec of the agent replaced
+# by a line naming what the check imported (stdout: the sandbox's, which the probe's caller reads).
+CHECK_WRAP = r"""
+import marshal, os, sys
+base = set(sys.modules)
+run = sys.argv.pop(1)
+sys.argv[0] = run
+with open(run, "rb") as f:
+    data = f.read()
+code = compile(data, run, "exec") if run.endswith(".py") else marshal.loads(data[16:])
+def stop(*args):
+    print("CHECK-IMPORTS:", *sorted(set(sys.modules) - base), flush=True)
+    os._exit(0)
+os.execve = stop
+exec(code, {"__name__": "__main__"})
+"""
+
+# Run in the launcher's interpreter: a real launch, whose sandbox is started as the launch would start it, with the
+# launch check's program wrapped (CHECK_WRAP).
+CHECK_PROBE = r"""
+import os, subprocess, sys
+from ai_sandbox import launch, main, supervise
+from ai_sandbox.backends.plan import Checked
+wrap = sys.argv.pop(1)
+def wrapped(argv):
+    i = argv.index("-S") + 1  # python -I -S PROGRAM SPEC: the first -S is the check's
+    return [*argv[:i], "-c", wrap, *argv[i:]]
+def exec_(argv, env):
+    sys.stdout.flush()
+    fds = tuple(fd for fd in range(3, 16) if os.path.exists(f"/proc/self/fd/{fd}"))
+    os._exit(subprocess.run(wrapped(list(argv)), env=dict(env), pass_fds=fds).returncode)
+launch._exec = exec_
+supervised = supervise.run
+def run(plan, keep=None):
+    c = plan.check
+    plan.check = Checked(tuple(wrapped(list(c.argv))), c.path, c.spec, c.compiled)
+    return supervised(plan, keep)
+supervise.run = run
+sys.exit(main.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.backends("firejail", "bwrap")
+@pytest.mark.parametrize("network", ["allowlist", "on"])
+def test_the_launch_check_imports_only_what_it_needs(ws_self: Workspace, sandbox_backend: str, network: str) -> None:
+    plant_env(ws_self)  # a hidden file: the check looks at its mask (bwrap's check mounts it)
+    proc = subprocess.run(
+        [PY, "-c", CHECK_PROBE, CHECK_WRAP, "--backend", sandbox_backend, "--network", network, "--", "true"],
+        cwd=ws_self.repo, env=ws_self.env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("CHECK-IMPORTS:")]
+    assert proc.returncode == 0 and len(lines) == 1, (proc.returncode, proc.stdout, proc.stderr)
+    imported = set(lines[0].split()[1:])
+    assert imported <= CHECK_MAY_IMPORT, sorted(imported - CHECK_MAY_IMPORT)
+    if network == "allowlist":
+        assert "_socket" in imported  # the probe saw the check hand the network over

@@ -1,3 +1,3 @@
-from ai_sandbox.main import main
+from ai_sandbox.entry import main
 
 raise SystemExit(main())

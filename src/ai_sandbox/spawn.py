@@ -46,12 +46,18 @@ class Child:
         self.chunks: tuple[list[bytes], list[bytes]] = ([], [])
 
 
-def start(argv: list[str], env: Mapping[str, str], stdin: bytes | None = None) -> Child:
-    """Start argv (argv[0] an absolute path: FileNotFoundError when nothing is there)."""
+def start(argv: list[str], env: Mapping[str, str], stdin: bytes | None = None, room: int = 0) -> Child:
+    """Start argv (argv[0] an absolute path: FileNotFoundError when nothing is there). room: what its stdout's pipe
+    holds, when the program is to write more than 64 KiB before anyone reads (at most the system's pipe-max-size)."""
     ours: list[int] = []
     theirs: list[int] = []
     try:
         out_r, out_w = _pipe(ours, theirs)
+        if room:
+            import fcntl
+
+            with contextlib.suppress(OSError):  # past pipe-max-size, or the user's pipe quota: the usual 64 KiB
+                fcntl.fcntl(out_w, fcntl.F_SETPIPE_SZ, room)
         err_r, err_w = _pipe(ours, theirs)
         actions: list[tuple[int, ...]] = [(os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, err_w, 2)]
         in_w = -1

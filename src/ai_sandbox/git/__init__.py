@@ -27,7 +27,6 @@ from ai_sandbox.git.log import (
     unreachable_commits,
 )
 from ai_sandbox.git.repo import (
-    REPO_VARIABLES,
     Repo,
     find_repo,
     nested_repo,
@@ -35,7 +34,8 @@ from ai_sandbox.git.repo import (
     repos_below,
     untracked_below,
 )
-from ai_sandbox.git.run import QUICK, TIMEOUT, GitTimeout, git_dir_of, git_output, index_write
+from ai_sandbox.git.run import TIMEOUT, GitTimeout, git_dir_of, git_output, index_write
+from ai_sandbox.gitcommand import QUICK, REPO_VARIABLES
 
 __all__ = [
     "attribute_files",

@@ -10,22 +10,19 @@ import os
 import re
 from collections.abc import Callable, Sequence
 
-from ai_sandbox import spawn
+from ai_sandbox import prefetch, spawn
 from ai_sandbox.errors import PolicyError, UnavailableError
 from ai_sandbox.git.repo import Repo
 from ai_sandbox.git.run import (
-    _GIT,
-    QUICK,
     TIMEOUT,
     _git,
     _git_error,
     _run,
     _split_z,
     _timeout,
-    argv,
-    hardened,
     not_installed,
 )
+from ai_sandbox.gitcommand import GIT, QUICK, SCAN, argv, scan_env
 
 
 class Scan:
@@ -166,18 +163,15 @@ def scan(repo: Repo, meanwhile: Callable[[], None] | None = None) -> Scan:
     directory it could not open is named in `unlisted` (nothing in it was listed, ignored or not), and any
     other message refuses — an unreadable .gitignore means the listing is not what the user wrote. meanwhile runs
     while git walks (the launch reads its remembered listings then)."""
-    calls = {
-        "ignored": ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
-        "untracked": ["ls-files", "-z", "--others", "--exclude-standard", "--directory"],
-        "index": ["ls-files", "-z", "--stage", "-t"],  # -t: S marks a skip-worktree entry
-    }
+    calls = dict(SCAN)
     if _config_may_matter(repo):
         calls["config"] = ["config", "-z", "--get-regexp", _CONFIG_KEYS]
-    env = hardened(_scan_env())
+    env = scan_env()
     started: dict[str, spawn.Child] = {}
     try:
         for name, args in calls.items():
-            started[name] = spawn.start(argv(args, repo.root), env)
+            command = argv(args, repo.root)  # started as the command started, if it was (prefetch.py)
+            started[name] = prefetch.adopt(command, env) or spawn.start(command, env)
     except BaseException as e:  # the ones started are killed and reaped, whatever stopped the next (EMFILE)
         _give_up(started)
         if isinstance(e, FileNotFoundError):
@@ -250,15 +244,7 @@ def _config_may_matter(repo: Repo) -> bool:
 
 def _git_prefix() -> str:
     """git's installation prefix (/usr for /usr/bin/git), under which it finds etc/ when it is not /usr."""
-    return os.path.dirname(os.path.dirname(os.path.realpath(_GIT[0])))
-
-
-def _scan_env() -> dict[str, str]:
-    """git's environment for the scan, with its messages untranslated (they are read) and no trace
-    output (GIT_TRACE=1 writes to stderr, which would read as an unexpected message)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_TRACE")}
-    env["LC_ALL"] = "C"
-    return env
+    return os.path.dirname(os.path.dirname(os.path.realpath(GIT[0])))
 
 
 def _unlisted(stderr: bytes, root: str) -> list[tuple[str, str]]:

@@ -6,7 +6,8 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from ai_sandbox.git.run import _GIT, GitTimeout, _run, hardened
+from ai_sandbox.git.run import GitTimeout, _run
+from ai_sandbox.gitcommand import GIT, hardened
 
 _LOG = [
     "-c", "log.showSignature=false", "--no-replace-objects", "log", "--all", "--reflog", "--stdin", "--no-renames",
@@ -25,7 +26,7 @@ def blob_changes(root: str, extra: list[str]) -> Iterator[tuple[str, int, str, s
     import subprocess  # never on the launch path, which runs git through spawn.py
 
     proc = subprocess.Popen(
-        [*_GIT, *_LOG], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        [*GIT, *_LOG], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         env=hardened(_HISTORY_ENV), start_new_session=True,
     )  # fmt: skip
     assert proc.stdin is not None and proc.stdout is not None

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 
+from ai_sandbox import prefetch, spawn
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.fs import below, inside
-from ai_sandbox.git.run import QUICK, _git_error, _run, _split_z, git_dir_of
+from ai_sandbox.git.run import _git_error, _run, _split_z, _timeout, git_dir_of
+from ai_sandbox.gitcommand import QUICK, REPO_VARIABLES, WHERE, argv, hardened
 from ai_sandbox.records import value
 
 
@@ -16,18 +18,10 @@ class Repo:
     common_dir: str  # absolute git common dir (shared by linked worktrees)
 
 
-# Variables that change which repository, work tree or index git uses. ai-sandbox's own git calls and the
-# agent's git both inherit them, so the policy must describe the tree they select — or refuse.
-REPO_VARIABLES = (
-    "GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_CEILING_DIRECTORIES",
-    "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_OBJECT_DIRECTORY", "GIT_NAMESPACE",
-)  # fmt: skip
-
-
 _PATH_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE")
 
 
-_WHERE = ["rev-parse", "--show-toplevel", "--git-common-dir"]
+_WHERE = WHERE
 
 
 def find_repo(cwd: str) -> Repo | None:
@@ -35,7 +29,11 @@ def find_repo(cwd: str) -> Repo | None:
     set_ = [name for name in REPO_VARIABLES if name in os.environ]
     if set_:
         return _find_repo_with(cwd, set_)
-    proc = _run(_WHERE, cwd, timeout=QUICK)
+    proc = prefetch.answered(argv(_WHERE, cwd), hardened())  # asked as the command started (prefetch.py)
+    if isinstance(proc, spawn.TimedOut):
+        raise _timeout(_WHERE, cwd, QUICK)
+    if proc is None:
+        proc = _run(_WHERE, cwd, timeout=QUICK)
     if proc.returncode != 0:
         if b"not a git repository" in proc.stderr:
             return None

@@ -7,46 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
 
 from ai_sandbox import spawn, tools
 from ai_sandbox.errors import PolicyError, UnavailableError
-
-# Read-only calls must not run code a cloned repository configured (fsmonitor hooks).
-# Every git call runs outside the sandbox, on a repository the agent can write: nothing the repository
-# configures may run code here. No fsmonitor daemon, and no hooks: `update-index` (skipworktree.py) runs
-# the post-index-change hook, from .git/hooks or core.hooksPath (a red team read every secret that way).
-_GIT = (
-    tools.find("git") or "/usr/bin/git",
-    "-c",
-    "core.fsmonitor=false",
-    "-c",
-    "core.hooksPath=/dev/null",
-    # No transport at all: in a partial clone a missing object makes git fetch it, running the command a
-    # repository names (remote.*.uploadpack) — a red team ran code outside the sandbox that way.
-    "-c",
-    "protocol.allow=never",
-    "--no-optional-locks",
-)
-# ...and no transport whatever the repository's config says: `-c protocol.allow=never` loses to a repository's
-# `protocol.ext.allow = always` (a protocol's own key wins), and a partial clone's lazy fetch of a missing object
-# then ran its `ext::<command>` remote, outside the sandbox (twenty-third red team: a hidden .env copied out).
-# GIT_ALLOW_PROTOCOL overrides every protocol.* key; GIT_NO_LAZY_FETCH (git 2.39.4 and later) stops the fetch.
-_FIXED_ENV = {"GIT_ALLOW_PROTOCOL": "none", "GIT_NO_LAZY_FETCH": "1"}
-
-
-def hardened(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of every git call: the caller's (or this process's), with no transport."""
-    return {**(os.environ if env is None else env), **_FIXED_ENV}
-
+from ai_sandbox.gitcommand import QUICK, argv, hardened
 
 # Seconds any git call may take. None takes that long on a sane repository (a monorepo's listing: ~2 s), but
 # git reads .git/config, and a session can make it include a FIFO: every later call of ai-sandbox's hung, the
 # watcher's release of the index marks and the next launch included (red team, T2).
 TIMEOUT = 120.0
-
-
-QUICK = 20.0  # the first question of a launch (which repository is this?), answered in milliseconds
 
 
 class GitTimeout(PolicyError):
@@ -58,12 +27,6 @@ def _timeout(args: list[str], cwd: str, limit: float) -> GitTimeout:
         f"git {args[0]} took longer than {limit:.0f} s in {cwd}",
         "check the repository's config and the files it includes (a FIFO left in .git by a session?)",
     )
-
-
-def argv(args: list[str], cwd: str) -> list[str]:
-    """The whole command: hardened git, run in cwd (`-C`: what git does first, as a chdir before it would; a relative
-    cwd starts with ./, never with a dash git would read as an option)."""
-    return [*_GIT, "-C", cwd if cwd.startswith("/") else "./" + cwd, *args]
 
 
 def not_installed() -> UnavailableError:

@@ -1,0 +1,18 @@
+"""The `ai-sandbox` command: git's first answers asked (prefetch.py), then the command run (main.py), whose
+imports take about as long as git's walk of the project."""
+
+from __future__ import annotations
+
+import sys
+
+
+def main() -> int:
+    from ai_sandbox import prefetch
+
+    prefetch.start(sys.argv[1:])
+    try:
+        from ai_sandbox.main import main as run
+
+        return run()
+    finally:
+        prefetch.discard()  # what the command did not take over (it stopped before it asked git)

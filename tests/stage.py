@@ -66,6 +66,14 @@ def _python_for(uid: int, gid: int) -> str:
     raise RuntimeError(f"no Python 3.11+ that uid {uid} can run: install python3 (3.11 or newer) in /usr/bin")
 
 
+def _entry_point() -> str:
+    """The `ai-sandbox` command's entry point, as pyproject.toml declares it (module:function)."""
+    import tomllib
+
+    with open(CHECKOUT / "pyproject.toml", "rb") as f:
+        return str(tomllib.load(f)["project"]["scripts"]["ai-sandbox"])
+
+
 def stage(uid: int, gid: int) -> Path:
     """A staged `ai-sandbox` the user uid:gid can run; its directory is the caller's to remove."""
     base = Path(tempfile.mkdtemp(prefix="ais-stage-", dir="/tmp"))
@@ -92,7 +100,8 @@ def stage(uid: int, gid: int) -> Path:
     shutil.copytree(CHECKOUT / "src" / "ai_sandbox", site / "ai_sandbox", ignore=ignore)
     shutil.copytree(CHECKOUT / "profiles", site / "ai_sandbox" / "profiles", ignore=ignore)
     launcher = venv / "bin" / "ai-sandbox"
-    launcher.write_text(f"#!{venv}/bin/python\nimport sys\nfrom ai_sandbox.main import main\nsys.exit(main())\n")
+    module, _, func = _entry_point().partition(":")  # the console script pip would write
+    launcher.write_text(f"#!{venv}/bin/python\nimport sys\nfrom {module} import {func}\nsys.exit({func}())\n")
     launcher.chmod(0o755)
     subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
     if not runs_as(uid, gid, [str(launcher), "--version"]):

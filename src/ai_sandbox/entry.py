@@ -9,10 +9,12 @@ import sys
 def main() -> int:
     from ai_sandbox import prefetch
 
-    prefetch.start(sys.argv[1:])
     try:
+        prefetch.start(sys.argv[1:])
         from ai_sandbox.main import main as run
 
         return run()
+    except KeyboardInterrupt:  # Ctrl-C while git answers or the command imports: no traceback, as main() does
+        return 130
     finally:
         prefetch.discard()  # what the command did not take over (it stopped before it asked git)

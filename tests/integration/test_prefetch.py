@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
 import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
@@ -139,3 +143,33 @@ def test_nothing_is_asked_early_when_the_environment_redirects_git(
     monkeypatch.setenv("GIT_DIR", str(ws_self.repo / ".git"))
     prefetch.start(["--", "true"])
     assert not prefetch._started and not prefetch._answered
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+def test_ctrl_c_while_git_is_asked_first_ends_quietly_and_leaves_no_git(ws_self: Workspace) -> None:
+    _repo(ws_self)
+    fifo = ws_self.repo / ".git" / "hang"
+    os.mkfifo(fifo)  # git's first question reads the config, which includes a FIFO nobody writes: it waits
+    ws_self.git("config", "include.path", str(fifo))
+    proc = subprocess.Popen(
+        [str(Path(PY).with_name("ai-sandbox")), "--", "true"], cwd=ws_self.repo, env=ws_self.env(),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while not _children(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    gits = [os.pidfd_open(pid) for pid in _children(proc.pid)]  # each process itself, whatever reuses its pid
+    assert gits, "git was never started"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert select.select(gits, [], [], 5)[0] == gits  # every git it started has ended
+    for fd in gits:
+        os.close(fd)

@@ -7,8 +7,10 @@ not assume: this program runs as the sandbox's command, looks at what the kernel
 only then becomes the agent, with the caller's exact environment. Anything missing: the agent never
 starts, one line names the first unenforced path and why, exit 69.
 
-It runs as `python -I -S verify.py SPEC ARGV…` (isolated, no site: ~9 ms), so it imports nothing beyond
-`os` and `sys`, and it is importable too (nested.py asks the same question of a running sandbox).
+It runs as `python -I -S verify.py SPEC ARGV…` (isolated, no site: ~9 ms) before every agent, so it imports nothing
+of the standard library's Python beyond `os`: where needed, the C modules `_socket` (the proxy's sockets) and
+`_ctypes` (bwrap's mounts, Landlock), and `make test` holds it to that (tests/integration/test_launch_imports.py).
+It is importable too (nested.py asks the same question of a running sandbox).
 
 SPEC is a file ai-sandbox wrote (in its cache directory, read-only inside every sandbox): a header line,
 then NUL-separated records, each a one-letter kind and a path:

@@ -24,6 +24,7 @@ from ai_sandbox import (
     nested,
     network,
     paths,
+    prefetch,
     profiles,
     skipworktree,
     sockets,
@@ -218,6 +219,7 @@ def prepare(
     # watcher compare with it (idents.py)
     seen = idents.take(policy)
     one.save()
+    prefetch.discard()  # git is asked nothing more here: what it was asked early and nobody took over is ended
     findings: list[Notice] = []
     found: list[history.Finding] | None = None
     if detail:

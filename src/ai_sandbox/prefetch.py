@@ -5,11 +5,15 @@ Every launch asks git which work tree it is in, then lists it (three `ls-files` 
 tree on one core while the interpreter imports on the other. Nothing here decides anything: git/repo.py and
 git/listing.py take over a started call only when its command line and environment are exactly the ones they
 would start themselves (`adopt`), and start their own otherwise; what is never taken over is killed and reaped
-(`discard`). Imports only what starting git needs (os, spawn, gitcommand).
+when the launch has its policy (`discard`, at the end of launch.prepare), before any sandbox exists to hold it.
+Until then SIGTERM ends the command through Python (`Terminated`), which kills and reaps the git it started: by
+default a `timeout` or `kill` left git waiting forever on a FIFO a session made of an ignore file (red team).
+Imports only what starting git needs (os, spawn, gitcommand).
 """
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # loaded at start; signal.py would import enum (~3 ms)
 import contextlib
 import os
 from collections.abc import Mapping
@@ -22,9 +26,15 @@ VALUED = frozenset({"--backend", "--network", "--engine", "--image"})
 SUBCOMMANDS = frozenset({"explain", "init", "doctor", "alias", "profiles", "accept"})
 _NOT_LAUNCHES = frozenset({"-h", "--help", "--version", "--install-completion", "--show-completion"})
 
+
+class Terminated(BaseException):
+    """SIGTERM arrived while the launch asked git (entry.py ends the command by that signal once git is reaped)."""
+
+
 _Key = tuple[tuple[str, ...], tuple[tuple[str, str], ...]]  # a command line and its environment
 _started: dict[_Key, spawn.Child] = {}
 _answered: dict[_Key, spawn.Finished | spawn.TimedOut] = {}
+_terminating: list[object] = []  # SIGTERM's disposition before start() set its own, while set
 
 
 def launching(words: list[str]) -> bool:
@@ -48,6 +58,7 @@ def start(words: list[str]) -> None:
     leaves the asking to the launch (which says what went wrong)."""
     if not launching(words) or any(name in os.environ for name in gitcommand.REPO_VARIABLES):
         return
+    _terminating.append(_signal.signal(_signal.SIGTERM, _terminated))
     try:
         cwd = os.path.realpath(os.getcwd())
         where = gitcommand.argv(gitcommand.WHERE, cwd)
@@ -83,13 +94,19 @@ def adopt(argv: list[str], env: Mapping[str, str]) -> spawn.Child | None:
 
 
 def discard() -> None:
-    """Every started call nobody took over: killed and reaped."""
+    """Every started call nobody took over: killed and reaped; SIGTERM's disposition as it was."""
+    if _terminating:
+        _signal.signal(_signal.SIGTERM, _terminating.pop())
     _answered.clear()
     children = list(_started.values())
     _started.clear()
     if children:
         with contextlib.suppress(spawn.TimedOut):  # collect's way of killing them at once
             spawn.collect({str(i): c for i, c in enumerate(children)}, 0)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated
 
 
 def _key(argv: list[str], env: Mapping[str, str]) -> _Key:

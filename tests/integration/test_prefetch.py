@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,14 @@ from ai_sandbox.entry import main
 sys.argv[0] = "ai-sandbox"
 sys.exit(main())
 """
+
+
+@pytest.fixture(autouse=True)
+def _discarded() -> Iterator[None]:
+    """What a test asked early and left, and SIGTERM's disposition, as the launch leaves them."""
+    yield
+    prefetch.discard()
+    assert signal.getsignal(signal.SIGTERM) is not prefetch._terminated
 
 
 def _repo(ws: Workspace) -> None:
@@ -170,6 +179,70 @@ def test_ctrl_c_while_git_is_asked_first_ends_quietly_and_leaves_no_git(ws_self:
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == 130 and "Traceback" not in err, err
+    assert select.select(gits, [], [], 5)[0] == gits  # every git it started has ended
+    for fd in gits:
+        os.close(fd)
+
+
+# As PROBE, with git's environment changed once git was asked early, so that nothing is taken over: what the command
+# started early must be gone when the backend starts (a session would hold it: red team, a root renamed mid-launch).
+LEFT_PROBE = r"""
+import json, os, sys
+from ai_sandbox import prefetch
+out = sys.argv.pop(1)
+early = []
+real = prefetch.start
+def start(words):
+    real(words)
+    early.extend(c.pid for c in prefetch._started.values())
+    os.environ["AISBX_TEST_OTHER"] = "1"  # every later git call differs from the early ones
+prefetch.start = start
+def stop(*args, **kwargs):
+    alive = []
+    for pid in early:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+            alive.append(pid)  # not reaped yet: a zombie or still running
+        except ChildProcessError:
+            pass
+    with open(out, "w") as f:
+        json.dump({"early": early, "alive": alive}, f)
+    os._exit(0)
+os.execve = stop
+from ai_sandbox.entry import main
+sys.exit(main())
+"""
+
+
+def test_what_nobody_took_over_is_gone_before_the_sandbox_starts(ws_self: Workspace) -> None:
+    _repo(ws_self)
+    out = ws_self.base / "left.json"
+    proc = subprocess.run(
+        [PY, "-c", LEFT_PROBE, str(out), "--", "true"], cwd=ws_self.repo, env=ws_self.env(), capture_output=True,
+        text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0 and out.exists(), proc.stderr
+    left = json.loads(out.read_text())
+    assert len(left["early"]) == 3 and left["alive"] == [], left
+
+
+def test_sigterm_while_git_walks_leaves_no_git(ws_self: Workspace) -> None:
+    _repo(ws_self)
+    os.unlink(ws_self.repo / ".git" / "info" / "exclude")
+    os.mkfifo(ws_self.repo / ".git" / "info" / "exclude")  # a session can make one: git's walk waits on it
+    proc = subprocess.Popen(
+        [str(Path(PY).with_name("ai-sandbox")), "--", "true"], cwd=ws_self.repo, env=ws_self.env(),
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while len(_children(proc.pid)) < 2 and time.monotonic() < deadline:  # the walks started, and wait
+        time.sleep(0.02)
+    time.sleep(0.2)
+    gits = [os.pidfd_open(pid) for pid in _children(proc.pid)]
+    assert len(gits) >= 2, "git's walks were never started"
+    proc.terminate()
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == -signal.SIGTERM and "Traceback" not in err, (proc.returncode, err)
     assert select.select(gits, [], [], 5)[0] == gits  # every git it started has ended
     for fd in gits:
         os.close(fd)

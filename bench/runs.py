@@ -432,16 +432,17 @@ def measure_bwrap(row: Row, runs: int, env: dict[str, str]) -> None:
 
 
 def stale_git_calls() -> list[str]:
-    """The reproduced git calls that src/ai_sandbox/git/ no longer spells out (layout and comments ignored)."""
+    """The reproduced git calls that gitcommand.py and src/ai_sandbox/git/ no longer spell out (layout and comments
+    ignored)."""
     text = ""
-    for name in ("run.py", "repo.py", "listing.py"):
+    for name in ("gitcommand.py", "git/run.py", "git/repo.py", "git/listing.py"):
         try:
-            with open(os.path.join(REPO, "src", "ai_sandbox", "git", name)) as f:
+            with open(os.path.join(REPO, "src", "ai_sandbox", name)) as f:
                 text += f.read()
         except OSError:
-            return [f"git/{name}"]
+            return [name]
     src = re.sub(r"\s", "", re.sub(r"#[^\n]*", "", text))
-    calls = {"git prefix": GIT[1:], **GIT_CALLS}  # git/run.py names git by its resolved path
+    calls = {"git prefix": GIT[1:], **GIT_CALLS}  # gitcommand.py names git by its resolved path
     return [name for name, argv in calls.items() if ",".join(f'"{a}"' for a in argv) not in src]
 
 

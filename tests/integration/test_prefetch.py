@@ -70,7 +70,7 @@ def test_the_command_starts_git_before_its_imports_and_the_launch_takes_it_over(
     started = json.loads(out.read_text())
     early = [args for args, late in started if not late]
     # one question and one scan, asked before the launch's modules were imported, and never asked again
-    assert early == [git.repo._WHERE, *prefetch.gitcommand.SCAN.values()], started
+    assert early == [prefetch.gitcommand.WHERE, *prefetch.gitcommand.SCAN.values()], started
     asked = [args for args, _ in started]
     for args in early:
         assert asked.count(args) == 1, (args, started)

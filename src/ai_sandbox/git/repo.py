@@ -21,19 +21,16 @@ class Repo:
 _PATH_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE")
 
 
-_WHERE = WHERE
-
-
 def find_repo(cwd: str) -> Repo | None:
     """The work tree holding cwd, or None when cwd is in no git repository at all."""
     set_ = [name for name in REPO_VARIABLES if name in os.environ]
     if set_:
         return _find_repo_with(cwd, set_)
-    proc = prefetch.answered(argv(_WHERE, cwd), hardened())  # asked as the command started (prefetch.py)
+    proc = prefetch.answered(argv(WHERE, cwd), hardened())  # asked as the command started (prefetch.py)
     if isinstance(proc, spawn.TimedOut):
-        raise _timeout(_WHERE, cwd, QUICK)
+        raise _timeout(WHERE, cwd, QUICK)
     if proc is None:
-        proc = _run(_WHERE, cwd, timeout=QUICK)
+        proc = _run(WHERE, cwd, timeout=QUICK)
     if proc.returncode != 0:
         if b"not a git repository" in proc.stderr:
             return None
@@ -69,7 +66,7 @@ def _find_repo_with(cwd: str, set_: list[str]) -> Repo | None:
     would be read from one tree while the agent's files are another (one more git call, only in this case)."""
     named = ", ".join(f"{n}={os.environ[n]}" for n in set_)
     hint = f"unset {' '.join(set_)} before starting ai-sandbox (the agent inherits them), run it in the project"
-    ask = [*_WHERE, "--absolute-git-dir", "--git-path", "index"]
+    ask = [*WHERE, "--absolute-git-dir", "--git-path", "index"]
     proc = _run(ask, cwd)
     plain = _run(ask, cwd, env={k: v for k, v in os.environ.items() if k not in REPO_VARIABLES})
     if plain.returncode != 0 and b"not a git repository" not in plain.stderr:

@@ -11,12 +11,11 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from ai_sandbox import git, main, options, prefetch, spawn
-from tests.conftest import PY, Workspace
+from tests.conftest import AIS, PY, Workspace
 
 # Run as the `ai-sandbox` command (entry.py): every program the process starts, and whether the launch's own
 # modules were imported yet (the point of starting git first), written down where the backend would start.
@@ -102,6 +101,15 @@ def test_its_option_names_are_main_s() -> None:
     assert prefetch.SUBCOMMANDS == options.SUBCOMMANDS
 
 
+def _inside(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> tuple[object, ...]:
+    """The repository made and this process in it, with the workspace's environment; git's answers asked as usual."""
+    _repo(ws)
+    monkeypatch.chdir(ws.repo)
+    for k, v in ws.env().items():
+        monkeypatch.setenv(k, v)
+    return _answers(str(ws.repo))
+
+
 def _answers(repo: str) -> tuple[object, ...]:
     found = git.find_repo(repo)
     assert found is not None
@@ -110,11 +118,7 @@ def _answers(repo: str) -> tuple[object, ...]:
 
 
 def test_what_git_answers_is_the_same_taken_over_or_not(ws_self: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
-    _repo(ws_self)
-    monkeypatch.chdir(ws_self.repo)
-    for k, v in ws_self.env().items():
-        monkeypatch.setenv(k, v)
-    asked = _answers(str(ws_self.repo))
+    asked = _inside(ws_self, monkeypatch)
     prefetch.start(["--", "true"])
     assert len(prefetch._started) == 3 and len(prefetch._answered) == 1
     assert _answers(str(ws_self.repo)) == asked
@@ -124,11 +128,7 @@ def test_what_git_answers_is_the_same_taken_over_or_not(ws_self: Workspace, monk
 def test_a_call_in_another_environment_is_not_taken_over_and_is_reaped(
     ws_self: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _repo(ws_self)
-    monkeypatch.chdir(ws_self.repo)
-    for k, v in ws_self.env().items():
-        monkeypatch.setenv(k, v)
-    asked = _answers(str(ws_self.repo))
+    asked = _inside(ws_self, monkeypatch)
     prefetch.start(["--", "true"])
     pids = [c.pid for c in prefetch._started.values()]
     monkeypatch.setenv("AISBX_TEST_OTHER", "1")  # git may read any variable: only the very same environment will do
@@ -162,26 +162,36 @@ def _children(pid: int) -> list[int]:
         return []
 
 
+def _signalled(ws: Workspace, sig: int, waiting: int) -> tuple[int, str, bool]:
+    """`ai-sandbox -- true` in ws, sent sig once `waiting` git processes of its own wait (on a FIFO the test made):
+    its exit status, its stderr, and whether every git it had started ended within 5 s."""
+    proc = subprocess.Popen(
+        [AIS, "--", "true"], cwd=ws.repo, env=ws.env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while len(_children(proc.pid)) < waiting and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)
+    gits = [os.pidfd_open(pid) for pid in _children(proc.pid)]  # each process itself, whatever reuses its pid
+    assert len(gits) >= waiting, "git was never started"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=20)
+    try:
+        return proc.returncode, err, select.select(gits, [], [], 5)[0] == gits
+    finally:
+        for fd in gits:
+            os.close(fd)
+
+
 def test_ctrl_c_while_git_is_asked_first_ends_quietly_and_leaves_no_git(ws_self: Workspace) -> None:
     _repo(ws_self)
     fifo = ws_self.repo / ".git" / "hang"
     os.mkfifo(fifo)  # git's first question reads the config, which includes a FIFO nobody writes: it waits
     ws_self.git("config", "include.path", str(fifo))
-    proc = subprocess.Popen(
-        [str(Path(PY).with_name("ai-sandbox")), "--", "true"], cwd=ws_self.repo, env=ws_self.env(),
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 20
-    while not _children(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    gits = [os.pidfd_open(pid) for pid in _children(proc.pid)]  # each process itself, whatever reuses its pid
-    assert gits, "git was never started"
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=20)
-    assert proc.returncode == 130 and "Traceback" not in err, err
-    assert select.select(gits, [], [], 5)[0] == gits  # every git it started has ended
-    for fd in gits:
-        os.close(fd)
+    rc, err, ended = _signalled(ws_self, signal.SIGINT, 1)
+    assert rc == 130 and "Traceback" not in err, err
+    assert ended  # every git it started has ended
 
 
 # As PROBE, with git's environment changed once git was asked early, so that nothing is taken over: what the command
@@ -230,19 +240,6 @@ def test_sigterm_while_git_walks_leaves_no_git(ws_self: Workspace) -> None:
     _repo(ws_self)
     os.unlink(ws_self.repo / ".git" / "info" / "exclude")
     os.mkfifo(ws_self.repo / ".git" / "info" / "exclude")  # a session can make one: git's walk waits on it
-    proc = subprocess.Popen(
-        [str(Path(PY).with_name("ai-sandbox")), "--", "true"], cwd=ws_self.repo, env=ws_self.env(),
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 20
-    while len(_children(proc.pid)) < 2 and time.monotonic() < deadline:  # the walks started, and wait
-        time.sleep(0.02)
-    time.sleep(0.2)
-    gits = [os.pidfd_open(pid) for pid in _children(proc.pid)]
-    assert len(gits) >= 2, "git's walks were never started"
-    proc.terminate()
-    out, err = proc.communicate(timeout=20)
-    assert proc.returncode == -signal.SIGTERM and "Traceback" not in err, (proc.returncode, err)
-    assert select.select(gits, [], [], 5)[0] == gits  # every git it started has ended
-    for fd in gits:
-        os.close(fd)
+    rc, err, ended = _signalled(ws_self, signal.SIGTERM, 2)  # the two walks started, and wait
+    assert rc == -signal.SIGTERM and "Traceback" not in err, (rc, err)
+    assert ended  # every git it started has ended

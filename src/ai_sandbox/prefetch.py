@@ -34,7 +34,7 @@ class Terminated(BaseException):
 _Key = tuple[tuple[str, ...], tuple[tuple[str, str], ...]]  # a command line and its environment
 _started: dict[_Key, spawn.Child] = {}
 _answered: dict[_Key, spawn.Finished | spawn.TimedOut] = {}
-_terminating: list[object] = []  # SIGTERM's disposition before start() set its own, while set
+_terminating: list[object] = []  # SIGTERM's disposition before start() set its own, while it is set (one at most)
 
 
 def launching(words: list[str]) -> bool:
@@ -58,6 +58,7 @@ def start(words: list[str]) -> None:
     leaves the asking to the launch (which says what went wrong)."""
     if not launching(words) or any(name in os.environ for name in gitcommand.REPO_VARIABLES):
         return
+    discard()  # a start before: its calls ended and SIGTERM given back, so that the disposition saved is the caller's
     _terminating.append(_signal.signal(_signal.SIGTERM, _terminated))
     try:
         cwd = os.path.realpath(os.getcwd())

@@ -243,3 +243,12 @@ def test_sigterm_while_git_walks_leaves_no_git(ws_self: Workspace) -> None:
     rc, err, ended = _signalled(ws_self, signal.SIGTERM, 2)  # the two walks started, and wait
     assert rc == -signal.SIGTERM and "Traceback" not in err, (rc, err)
     assert ended  # every git it started has ended
+
+
+def test_sigterm_is_given_back_after_two_starts(ws_self: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    _inside(ws_self, monkeypatch)
+    before = signal.getsignal(signal.SIGTERM)
+    prefetch.start(["--", "true"])
+    prefetch.start(["--", "true"])  # a second launch's start in the same process, before any discard
+    prefetch.discard()
+    assert signal.getsignal(signal.SIGTERM) == before

@@ -197,7 +197,7 @@ class Looked:
         self.dirs: dict[str, int | OSError] = {}  # a directory -> its descriptor (O_PATH), or why it cannot be opened
         self.files: dict[str, os.stat_result | OSError] = {}
         self.strict = {_split(p)[0] for p in seen}
-        for path in [*paths, *seen]:
+        for path in dict.fromkeys([*paths, *seen]):  # a mask with an S record is in both: looked at once
             parent, name = _split(path)
             fd = self.dir(parent)
             if isinstance(fd, OSError):

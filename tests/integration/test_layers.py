@@ -97,6 +97,23 @@ def test_explicit_block_and_allow(ws, firejail):
         assert secret not in res.out
 
 
+def test_a_block_written_with_doubled_or_dot_slashes_hides_the_path_it_names(ws, firejail):
+    """Thirty-sixth red team: `block = ["sub//a.txt"]` named the mask `<root>/sub//a.txt`, as written. bwrap's
+    launch check finds its masks in the mount table, which lists `sub/a.txt`, so every launch was refused (69); the
+    path is the one the kernel reads, `sub/a.txt`, hidden under that name."""
+    ws.write("sub/a.txt", "SECRET-DOUBLED\n")
+    ws.write("sub/b.txt", "SECRET-DOTTED\n")
+    ws.write("sub/c.txt", "VISIBLE-C\n")
+    ws.write(".ai-sandbox.toml", 'block = ["sub//a.txt", "sub/./b.txt"]\n')
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "config")
+    res = inside(ws, "cat sub/a.txt sub/b.txt sub/c.txt; true")
+    assert res.rc == 0, res.err
+    assert "VISIBLE-C" in res.out
+    for secret in ("SECRET-DOUBLED", "SECRET-DOTTED"):
+        assert secret not in res.out
+
+
 def test_global_layer_paths_and_patterns(ws, firejail):
     outside = ws.base / "elsewhere"
     outside.mkdir()

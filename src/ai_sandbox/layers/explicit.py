@@ -80,14 +80,17 @@ def _literal_inside(root: str, patterns: PatternSet, layer: Layer, seen: set[str
         text = pat.text
         if text.startswith("!") or any(c in text for c in "*?[\\"):
             continue
-        body = text.strip("/")
+        written = text.strip("/")
         if "/" not in text.rstrip("/"):
             continue  # an unanchored name can be anywhere; only git's listing finds those
+        # the path the kernel reads: `a//b` and `a/./b` are `a/b` (kept as written, bwrap's launch check looked
+        # for a mount at `a//b` and refused every launch: thirty-sixth red team); `..` stays, links decide it
+        body = "/".join(part for part in written.split("/") if part not in ("", "."))
         path = os.path.join(root, body)
-        if body in seen or not os.path.lexists(path):
+        if not body or body in seen or not os.path.lexists(path):
             continue
         is_dir = os.path.isdir(path)
-        if patterns.match(body, is_dir) is not pat:
+        if patterns.match(written, is_dir) is not pat:
             continue  # a later negation wins
         seen.add(body)
         out.append(Entry(path, is_dir, layer, f"matches {pat.text!r} ({pat.source})"))

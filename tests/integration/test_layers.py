@@ -99,15 +99,15 @@ def test_explicit_block_and_allow(ws, firejail):
 
 def test_a_block_written_with_doubled_or_dot_slashes_hides_the_path_it_names(ws, firejail):
     """Thirty-sixth red team: `block = ["sub//a.txt"]` named the mask `<root>/sub//a.txt`, as written. bwrap's
-    launch check finds its masks in the mount table, which lists `sub/a.txt`, so every launch was refused (69); the
-    path is the one the kernel reads, `sub/a.txt`, hidden under that name."""
+    launch check finds its masks in the mount table, which lists `sub/a.txt`, so every launch was refused (69). The
+    path is normalized as the config's absolute paths are (`..` it refuses), and hidden under that name."""
     ws.write("sub/a.txt", "SECRET-DOUBLED\n")
     ws.write("sub/b.txt", "SECRET-DOTTED\n")
-    ws.write("sub/c.txt", "VISIBLE-C\n")
+    ws.write("sub/x/c.txt", "VISIBLE-C\n")
     ws.write(".ai-sandbox.toml", 'block = ["sub//a.txt", "sub/./b.txt"]\n')
     ws.git("add", ".")
     ws.git("commit", "-qm", "config")
-    res = inside(ws, "cat sub/a.txt sub/b.txt sub/c.txt; true")
+    res = inside(ws, "cat sub/a.txt sub/b.txt sub/x/c.txt; true")
     assert res.rc == 0, res.err
     assert "VISIBLE-C" in res.out
     for secret in ("SECRET-DOUBLED", "SECRET-DOTTED"):

@@ -83,11 +83,11 @@ def _literal_inside(root: str, patterns: PatternSet, layer: Layer, seen: set[str
         written = text.strip("/")
         if "/" not in text.rstrip("/"):
             continue  # an unanchored name can be anywhere; only git's listing finds those
-        # the path the kernel reads: `a//b` and `a/./b` are `a/b` (kept as written, bwrap's launch check looked
-        # for a mount at `a//b` and refused every launch: thirty-sixth red team); `..` stays, links decide it
-        body = "/".join(part for part in written.split("/") if part not in ("", "."))
-        path = os.path.join(root, body)
-        if not body or body in seen or not os.path.lexists(path):
+        # normalized as the config's absolute paths are (config.py refuses `..`): `a//b` and `a/./b` name `a/b` (kept
+        # as written, bwrap's launch check looked for a mount at `a//b` and refused every launch: thirty-sixth red team)
+        body = os.path.normpath(written)
+        path = os.path.normpath(os.path.join(root, body))
+        if body == "." or body in seen or not os.path.lexists(path):
             continue
         is_dir = os.path.isdir(path)
         if patterns.match(written, is_dir) is not pat:

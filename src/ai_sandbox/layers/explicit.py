@@ -86,7 +86,7 @@ def _literal_inside(root: str, patterns: PatternSet, layer: Layer, seen: set[str
         # normalized as the config's absolute paths are (config.py refuses `..`): `a//b` and `a/./b` name `a/b` (kept
         # as written, bwrap's launch check looked for a mount at `a//b` and refused every launch: thirty-sixth red team)
         body = os.path.normpath(written)
-        path = os.path.normpath(os.path.join(root, body))
+        path = os.path.join(root, body)
         if body == "." or body in seen or not os.path.lexists(path):
             continue
         is_dir = os.path.isdir(path)

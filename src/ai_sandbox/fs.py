@@ -4,6 +4,7 @@ planted, and the short "a, b, c and N more" a one-line message lists paths with.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 from collections.abc import Callable, Iterable, Mapping
@@ -42,7 +43,9 @@ def realpaths() -> Callable[[str], str]:
     directories, so each is looked at once (one lstat) instead of once per component per path. For one batch of
     questions asked at one moment (the launch's policy, the watcher's look before the agent runs): a link
     changed meanwhile is not seen."""
-    known: dict[str, str] = {"/": "/"}
+    # None: a link the kernel cannot resolve (ELOOP, a link met again while resolving it). os.path.realpath's
+    # answer below it is not its answer for the link followed by the rest, so such paths are asked whole.
+    known: dict[str, str | None] = {"/": "/"}
 
     def real(path: str) -> str:
         if not os.path.isabs(path) or "/./" in path or "/../" in path or path.endswith(("/.", "/..")):
@@ -55,15 +58,29 @@ def realpaths() -> Callable[[str], str]:
         for q in reversed(pending):
             head, _, name = q.rpartition("/")
             parent = known[head or "/"]
+            if parent is None:
+                known[q] = None
+                continue
             joined = f"{parent}/{name}" if parent != "/" else f"/{name}"
             try:
                 link = stat.S_ISLNK(os.lstat(joined).st_mode)
             except (OSError, ValueError):
                 link = False
-            known[q] = os.path.realpath(joined) if link else joined
-        return known[path]
+            known[q] = _resolved(joined) if link else joined
+        answer = known[path]
+        return os.path.realpath(path) if answer is None else answer
 
     return real
+
+
+def _resolved(link: str) -> str | None:
+    """A link's realpath, or None when the kernel finds a loop on the way (os.stat's ELOOP)."""
+    try:
+        os.stat(link)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return None
+    return os.path.realpath(link)
 
 
 def write_atomic(path: str, content: bytes, mode: int = 0o600) -> None:

@@ -65,3 +65,18 @@ def test_realpaths_answers_as_os_realpath_does(dirs, links, asked):
             assert real(p) == os.path.realpath(p), p
     finally:
         shutil.rmtree(scratch)
+
+
+def test_realpaths_answers_as_os_realpath_does_below_a_link_that_loops(tmp_path):
+    """A link met again while it is being resolved (`b -> b/..`) has no answer of its own: the kernel says
+    ELOOP, and os.path.realpath gives back what it had not resolved, so its answer for `b/a` is not the answer
+    for `b` followed by `a`. Below such a link each path is os.path.realpath's, asked whole (hypothesis found
+    `a -> .`, `b -> b/..`: `b/a` was answered `<top>`, os.path.realpath says `<top>/a`)."""
+    top = tmp_path / "x"
+    top.mkdir()
+    (top / "a").symlink_to(".")
+    (top / "b").symlink_to("b/..")
+    real = fs.realpaths()
+    for asked in ("b", "b/a", "b/b", "b/a/a", "a/b", "a/b/a", "b/c/d", "a"):
+        p = str(top / asked)
+        assert real(p) == os.path.realpath(p), asked

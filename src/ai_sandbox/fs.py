@@ -4,7 +4,6 @@ planted, and the short "a, b, c and N more" a one-line message lists paths with.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import stat
 from collections.abc import Callable, Iterable, Mapping
@@ -43,8 +42,9 @@ def realpaths() -> Callable[[str], str]:
     directories, so each is looked at once (one lstat) instead of once per component per path. For one batch of
     questions asked at one moment (the launch's policy, the watcher's look before the agent runs): a link
     changed meanwhile is not seen."""
-    # None: a link the kernel cannot resolve (ELOOP, a link met again while resolving it). os.path.realpath's
-    # answer below it is not its answer for the link followed by the rest, so such paths are asked whole.
+    # None: a link the kernel cannot follow to an end (a loop, a missing component, a dangling target).
+    # os.path.realpath's answer below it may not be its answer for the link followed by the rest (a link met
+    # again while resolving it), so such paths are asked whole; nothing below such a link can be opened.
     known: dict[str, str | None] = {"/": "/"}
 
     def real(path: str) -> str:
@@ -74,12 +74,13 @@ def realpaths() -> Callable[[str], str]:
 
 
 def _resolved(link: str) -> str | None:
-    """A link's realpath, or None when the kernel finds a loop on the way (os.stat's ELOOP)."""
+    """A link's realpath, or None when the kernel cannot follow it to an end (ELOOP, or ENOENT where
+    os.path.realpath meets a loop: `b -> nope/../a`, `a -> b/..`), whose answers for paths below it are not its
+    answer followed by the rest. A link the kernel follows resolves the same way in os.path.realpath."""
     try:
         os.stat(link)
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            return None
+    except OSError:
+        return None
     return os.path.realpath(link)
 
 

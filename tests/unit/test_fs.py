@@ -80,3 +80,19 @@ def test_realpaths_answers_as_os_realpath_does_below_a_link_that_loops(tmp_path)
     for asked in ("b", "b/a", "b/b", "b/a/a", "a/b", "a/b/a", "b/c/d", "a"):
         p = str(top / asked)
         assert real(p) == os.path.realpath(p), asked
+
+
+def test_realpaths_answers_as_os_realpath_does_below_a_link_the_kernel_finds_no_end_of(tmp_path):
+    """Below a link the kernel fails on with ENOENT, where os.path.realpath meets a loop (`b -> nope/../a`,
+    `a -> b/..`: the kernel stops at the missing `nope`), each path is asked whole too (a red team's helper
+    found `b/a` answered `<top>`, os.path.realpath says `<top>/a`)."""
+    top = tmp_path / "x"
+    top.mkdir()
+    (top / "b").symlink_to("nope/../a")
+    (top / "a").symlink_to("b/..")
+    (top / "x").mkdir()
+    (top / "x" / "f").write_text("")
+    real = fs.realpaths()
+    for asked in ("b", "b/x/f", "b/a", "a", "a/x", "a/b/x/f", "x/f"):
+        p = str(top / asked)
+        assert real(p) == os.path.realpath(p), asked

@@ -370,3 +370,17 @@ def test_the_cap_orders_both_widening_steps_by_what_collapsing_left():
         ("/r/c/c", "widened: over the mask limit of 5"),
         ("/r/c/y", ""),
     ]
+
+
+def test_a_link_changed_while_the_launch_resolves_it_refuses_the_launch_in_one_line():
+    """os.path.realpath raises when a link is swapped between its lstat and its readlink (EINVAL: a red team's
+    helper swapped one in a loop outside during launches, which ended in `internal error`): the launch is refused
+    with the path named, as for any rule it cannot keep."""
+
+    def swapped(path: str) -> str:
+        raise OSError(22, "Invalid argument", path)
+
+    with pytest.raises(PolicyError) as e:
+        build(ROOT, [Entry(f"{ROOT}/conf/x.pem", False, EXPLICIT, "block")], allow(), realpath=swapped)
+    assert f"{ROOT}/conf/x.pem" in str(e.value)
+    assert "\n" not in str(e.value)

@@ -37,7 +37,21 @@ from ai_sandbox.errors import NotFoundError, PolicyError, UnavailableError
 from ai_sandbox.layers.outputs import OutputListings
 from ai_sandbox.layers.tree import Tree
 from ai_sandbox.patterns import BUILT_IN, DEPENDENCY, OUTPUT, Pattern, PatternSet, Source
-from ai_sandbox.policy import CONFIG, HISTORY, LOUD, NOT_GIT, Notice, Policy, build, check_reachable, is_system, merge
+from ai_sandbox.policy import (
+    CONFIG,
+    CRYPT,
+    HIDDEN_EDIT,
+    HISTORY,
+    LOUD,
+    NOT_GIT,
+    Notice,
+    Policy,
+    build,
+    check_reachable,
+    is_system,
+    merge,
+    relative,
+)
 from ai_sandbox.records import factory, record
 
 TYPE_CHECKING = False
@@ -215,6 +229,8 @@ def prepare(
     policy.writes = _writes(user_cfg, profile, backend, env, root, repo, _nested(root, collected.trees))
     policy.network = _network(req, user_cfg, project_cfg, profile, env)
     policy.sockets = _sockets(policy, user_cfg, backend, env, cwd, command)
+    if marks.needs:
+        _say_edited(policy, marks, [collected, *(c for _, c in others)])
     # one look at what the masks are on, before anything is written: the record, the launch check and the
     # watcher compare with it (idents.py)
     seen = idents.take(policy)
@@ -239,6 +255,22 @@ def prepare(
         policy, backend, plan, profile, command, collected.trees, on_hidden_change=user_cfg.on_hidden_change, env=env,
         marks=marks, seen=seen, findings=findings, history=found, unusable=unusable,
     )  # fmt: skip
+
+
+def _say_edited(policy: Policy, marks: skipworktree.Marks, collected: list[layers.Collected]) -> None:
+    """One line naming the hidden tracked files with changes not staged, which git inside leaves out of what it
+    records (skipworktree.edited). git-crypt's files are not hashed: git stores them encrypted."""
+    crypt = [e.path for c in collected for e in c.entries if e.layer == CRYPT]
+    found = skipworktree.edited(marks, skip=crypt)
+    if found:
+        names = fs.some(relative(p, policy.root) if fs.below(p, policy.root) else p for p in found)
+        policy.warn(
+            HIDDEN_EDIT,
+            f"{len(found)} hidden tracked file(s) have changes you have not staged ({names}): git inside takes the "
+            "index's copy, so `git commit -a` or `git stash` there leaves them out; they stay on your disk (commit "
+            "or stash them first if the agent's work must hold them)",
+            found[0],
+        )
 
 
 def _network(

@@ -63,6 +63,12 @@ DESCRIPTION: dict[Kind, str] = {
         "launch refuses until `ai-sandbox accept`: check with `ai-sandbox explain PATH` that the change is yours "
         "first"
     ),
+    Kind.HIDDEN_EDIT: (
+        "a hidden tracked file has changes you have not staged: git inside takes the index's copy of it, so "
+        "`git commit -a` or `git stash` there leaves your changes out (they stay on your disk, and `git status` "
+        "shows them after the session), where the same command outside would record them; commit or stash them "
+        "before the launch if the agent's work must hold them"
+    ),
 }
 
 

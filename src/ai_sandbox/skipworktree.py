@@ -106,6 +106,60 @@ class Marks:
                 self.sparse.append(top)
 
 
+def edited(marks: Marks, skip: Iterable[str] = ()) -> list[str]:
+    """The hidden tracked files whose content on disk is not the index's: an edit not staged, which git inside
+    will not see (it takes the index's copy of a marked file), so `commit -a` inside leaves it out where the same
+    command outside records it (found by make fuzz). Each file is hashed here as git hashes a blob, without git:
+    a `git diff-files` in the work tree could run a clean filter a session defined in .git/config, outside the
+    sandbox (red team, C2). Files git filters on the way in hash otherwise: skip names them (git-crypt's), a
+    text conversion of `.gitattributes` is not undone (such a file is named too). Only launches with hidden
+    tracked files pay: one read of each."""
+    out = []
+    skipped = set(skip)
+    for tree, paths in marks.needs.items():
+        blobs, flagged = marks.blobs.get(tree, {}), marks.flagged.get(tree, set())
+        for p in paths:
+            path = os.path.join(tree, p)
+            oid = blobs.get(p, "")
+            if p in flagged or path in skipped or not oid:
+                continue  # a mark of yours: git outside does not see the edit either
+            got = _blob_id(path, len(oid))
+            if got is not None and got != oid:
+                out.append(path)
+    return out
+
+
+_EDITED_LIMIT = 64 << 20  # bytes read to hash one hidden tracked file; a larger one is not named (cannot tell)
+
+
+def _blob_id(path: str, size: int) -> str | None:
+    """The object id git would give path's content (a link: its target), or None when it cannot be read."""
+    if size == 64:
+        from ai_sandbox.paths import sha256 as digest
+    elif TYPE_CHECKING:
+        from hashlib import sha1 as digest
+    else:
+        from _sha1 import sha1 as digest  # the interpreter's own: hashlib loads OpenSSL
+    try:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            data = os.fsencode(os.readlink(path))
+        elif stat.S_ISREG(st.st_mode) and st.st_size <= _EDITED_LIMIT:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                chunks = []
+                while chunk := os.read(fd, 1 << 20):
+                    chunks.append(chunk)
+            finally:
+                os.close(fd)
+            data = b"".join(chunks)
+        else:
+            return None
+    except OSError:
+        return None
+    return str(digest(b"blob %d\0" % len(data) + data).hexdigest())
+
+
 def hidden_tracked(policy: Policy, trees: Iterable[Tree]) -> Marks:
     """The Marks of this policy's hidden tracked files (Marks.collect)."""
     marks = Marks()

@@ -52,6 +52,7 @@ from tests.conftest import (
 
 pytestmark = pytest.mark.sandbox
 
+HIDDEN_EDIT = "have not staged"  # the launch's line naming a hidden tracked file with an edit not staged
 FUZZ_SECONDS = float(os.environ.get("AI_SANDBOX_FUZZ_SECONDS", "0"))
 STEPS = 6  # sessions per sequence
 EXAMPLES = 20  # sequences per identity and backend in `make test`
@@ -493,6 +494,12 @@ class Sessions(RuleBasedStateMachine):
             self.stopped = True  # a documented gap (AT_A_MASK); what it read was checked all the same
             PLAYED["stopped"] += 1
             return
+        if HIDDEN_EDIT in self.world.said and any(a.startswith("git ") for a in done):
+            # a documented gap the launch names: git inside takes the index's copy of a hidden tracked file with an
+            # edit not staged, which the control's `commit -a` records
+            self.stopped = True
+            PLAYED["stopped"] += 1
+            return
         self.world.replay(self.world.unseen(done, hidden))
         sessions_ended(self.world.ws)  # firejail: the watcher ends the session a moment after the launch returned
         w = self.world
@@ -624,6 +631,15 @@ COUNTEREXAMPLES = {
         ("", ["python3 $OUT/../fsop.py swap svc src", "printf 'block = [\"*.tfvars\", \"src/\"]\\n' > .ai-sandbox.toml"]),
         ("", ["ln -sfn ../svc/.env src/link.env"]),
     ],
+    # src/ swapped with svc/, then src/ blocked: src/app.py (svc's now) differed from the index at the launch that
+    # hid it, and `commit -a` inside left that out where the control's recorded it (found by make fuzz; a documented
+    # gap, named at the launch)
+    "a blocked directory swapped with another before the block": [
+        ("", ["python3 $OUT/../fsop.py swap src svc"]),
+        ("", []),
+        ("", ["printf 'block = [\"*.tfvars\", \"src/\"]\\n' > .ai-sandbox.toml"]),
+        ("", ["git commit -qam m"]),
+    ],
     # src/ swapped with svc/ after src/ was moved into itself: svc/app.py missing after the session, not named
     "a directory swapped with one a failed move left in place": [
         ("", ["python3 $OUT/../fsop.py mv src svc2"]),
@@ -635,6 +651,7 @@ COUNTEREXAMPLES = {
 # Counterexamples where git stops at a mask, a documented gap (AT_A_MASK): the replay must end there, and fails once
 # git no longer stops (then the sequence is compared with the control as any other).
 STOPS = {
+    "a blocked directory swapped with another before the block",
     "a reset after a hidden directory was swapped with a tool directory",
     "a reset from the worktree after the clone's session excluded a directory",
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
@@ -336,3 +337,25 @@ def test_index_locks_left_in_many_work_trees_are_waited_for_once_in_all(tmp_path
     took = time.monotonic() - start
     assert sorted(out.kept) == sorted(str(r) for r in repos)  # each kept, and said
     assert took < 3.0, f"waited {took:.1f} s: once per tree (4 x 1 s) instead of once in all"
+
+
+def test_a_files_object_id_is_the_one_git_gives_it(tmp_path):
+    """skipworktree._blob_id hashes as `git hash-object` does, in a SHA-1 and a SHA-256 repository: a file, an
+    empty one, binary bytes, a link (its target)."""
+    for fmt, size in (("sha1", 40), ("sha256", 64)):
+        repo = tmp_path / fmt
+        subprocess.run(["git", "init", "-q", f"--object-format={fmt}", str(repo)], check=True)
+        (repo / "a.txt").write_text("text\n")
+        (repo / "empty").write_bytes(b"")
+        (repo / "bin").write_bytes(bytes(range(256)) * 3)
+        (repo / "link").symlink_to("a.txt")
+        for name in ("a.txt", "empty", "bin", "link"):
+            want = subprocess.run(
+                ["git", "hash-object", "--no-filters", name], cwd=repo, capture_output=True, text=True, check=True
+            ).stdout.strip()
+            if name == "link":  # git hashes a link's target, as it stores it
+                want = subprocess.run(
+                    ["git", "hash-object", "--stdin"], input="a.txt", cwd=repo, capture_output=True, text=True
+                ).stdout.strip()
+            assert skipworktree._blob_id(str(repo / name), size) == want, (fmt, name)
+        assert skipworktree._blob_id(str(repo / "missing"), size) is None

@@ -57,6 +57,7 @@ class Kind(StrEnum):
     CWD_HIDDEN = "cwd-hidden"
     UNHIDDEN = "unhidden"
     CAPPED = "capped"
+    HIDDEN_EDIT = "hidden-edit"
 
 
 # Operating-system content: every program in the sandbox reads it and a package manager owns it, so a mask
@@ -142,8 +143,8 @@ SYMLINK, NEVER_MASKED, WIDENED, ALLOWED_BUT_HIDDEN, UNLISTABLE = (
     Kind.SYMLINK, Kind.NEVER_MASKED, Kind.WIDENED, Kind.ALLOWED_BUT_HIDDEN, Kind.UNLISTABLE
 )  # fmt: skip
 HISTORY, HARDLINK, CONFIG, NOT_GIT, CWD_HIDDEN = Kind.HISTORY, Kind.HARDLINK, Kind.CONFIG, Kind.NOT_GIT, Kind.CWD_HIDDEN
-UNHIDDEN, CAPPED = Kind.UNHIDDEN, Kind.CAPPED
-LOUD = frozenset({CONFIG, NOT_GIT, CWD_HIDDEN, ALLOWED_BUT_HIDDEN, CAPPED})
+UNHIDDEN, CAPPED, HIDDEN_EDIT = Kind.UNHIDDEN, Kind.CAPPED, Kind.HIDDEN_EDIT
+LOUD = frozenset({CONFIG, NOT_GIT, CWD_HIDDEN, ALLOWED_BUT_HIDDEN, CAPPED, HIDDEN_EDIT})
 _NOTES = {
     How.EXACT: "",
     How.SPLIT: "split from {}",

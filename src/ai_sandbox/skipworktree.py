@@ -145,14 +145,21 @@ def _blob_id(path: str, size: int) -> str | None:
         if stat.S_ISLNK(st.st_mode):
             data = os.fsencode(os.readlink(path))
         elif stat.S_ISREG(st.st_mode) and st.st_size <= _EDITED_LIMIT:
+            # another session of the project may swap the file meanwhile: never a link followed, a FIFO waited on,
+            # or more than the limit read
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
             try:
-                chunks = []
-                while chunk := os.read(fd, 1 << 20):
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return None
+                chunks, left = [], _EDITED_LIMIT + 1
+                while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
                     chunks.append(chunk)
+                    left -= len(chunk)
             finally:
                 os.close(fd)
             data = b"".join(chunks)
+            if len(data) > _EDITED_LIMIT:
+                return None
         else:
             return None
     except OSError:

@@ -359,3 +359,14 @@ def test_a_files_object_id_is_the_one_git_gives_it(tmp_path):
                 ).stdout.strip()
             assert skipworktree._blob_id(str(repo / name), size) == want, (fmt, name)
         assert skipworktree._blob_id(str(repo / "missing"), size) is None
+
+
+def test_a_file_that_cannot_be_hashed_safely_is_not_named(tmp_path, monkeypatch):
+    """A FIFO (never waited on) and a file past the read limit (another session may swap one in) have no id."""
+    os.mkfifo(tmp_path / "fifo")
+    assert skipworktree._blob_id(str(tmp_path / "fifo"), 40) is None
+    (tmp_path / "big").write_bytes(b"x" * 100)
+    monkeypatch.setattr(skipworktree, "_EDITED_LIMIT", 99)
+    assert skipworktree._blob_id(str(tmp_path / "big"), 40) is None
+    monkeypatch.setattr(skipworktree, "_EDITED_LIMIT", 100)
+    assert skipworktree._blob_id(str(tmp_path / "big"), 40) is not None

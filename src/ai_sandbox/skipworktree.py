@@ -140,28 +140,13 @@ def _blob_id(path: str, size: int) -> str | None:
         from hashlib import sha1 as digest
     else:
         from _sha1 import sha1 as digest  # the interpreter's own: hashlib loads OpenSSL
+    from ai_sandbox.verify import read_regular  # standard library only: costs nothing
+
     try:
-        st = os.lstat(path)
-        if stat.S_ISLNK(st.st_mode):
+        if stat.S_ISLNK(os.lstat(path).st_mode):
             data = os.fsencode(os.readlink(path))
-        elif stat.S_ISREG(st.st_mode) and st.st_size <= _EDITED_LIMIT:
-            # another session of the project may swap the file meanwhile: never a link followed, a FIFO waited on,
-            # or more than the limit read
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-            try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    return None
-                chunks, left = [], _EDITED_LIMIT + 1
-                while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
-                    chunks.append(chunk)
-                    left -= len(chunk)
-            finally:
-                os.close(fd)
-            data = b"".join(chunks)
-            if len(data) > _EDITED_LIMIT:
-                return None
-        else:
-            return None
+        else:  # another session of the project may swap the file meanwhile: never a link followed, a FIFO waited
+            data = read_regular(path, _EDITED_LIMIT)  # on, or more than the limit read
     except OSError:
         return None
     return str(digest(b"blob %d\0" % len(data) + data).hexdigest())

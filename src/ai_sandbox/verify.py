@@ -114,7 +114,7 @@ def unpack_env(environ: dict[bytes, bytes]) -> dict[bytes, bytes] | None:
 def read_regular(path: str, limit: int | None = None) -> bytes:
     """A file's bytes, opened without following a link or blocking on a FIFO; OSError unless it is a
     regular file (what a session may have planted at a path ai-sandbox writes is never trusted), or when it
-    is larger than limit bytes."""
+    is larger than limit bytes (never more than that read: a file can grow while it is read)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
@@ -122,12 +122,17 @@ def read_regular(path: str, limit: int | None = None) -> bytes:
             raise OSError(f"{path} is not a regular file")
         if limit is not None and st.st_size > limit:
             raise OSError(f"{path} is larger than {limit} bytes")
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
+        cap = 1 << 62 if limit is None else limit + 1
+        chunks, got = [], 0
+        while got < cap and (chunk := os.read(fd, min(cap - got, 1 << 20))):
             chunks.append(chunk)
+            got += len(chunk)
     finally:
         os.close(fd)
-    return b"".join(chunks)
+    data = b"".join(chunks)
+    if limit is not None and len(data) > limit:
+        raise OSError(f"{path} is larger than {limit} bytes")
+    return data
 
 
 def spec(records: list[bytes]) -> bytes:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ctypes
 import os
 
+import pytest
+
 from ai_sandbox import idents, verify
 from ai_sandbox.policy import IGNORED, Mask, Policy
 
@@ -170,3 +172,11 @@ def test_a_directory_flipped_while_the_check_looks_never_passes(tmp_path, monkey
         for name in looks:
             monkeypatch.setattr(os, name, real[name])
     assert (tmp_path / "a" / "secret.txt").read_text() == "SECRET"  # the tree as it was
+
+
+def test_read_regular_reads_no_more_than_its_limit_from_a_file_that_says_it_is_smaller():
+    """A file can hold more than its size said when it was opened (one that grows while read; /proc's files say
+    0 bytes): past the limit, read_regular refuses rather than reading on."""
+    assert len(verify.read_regular("/proc/self/maps", 1 << 20)) > 10
+    with pytest.raises(OSError, match="larger than 10 bytes"):
+        verify.read_regular("/proc/self/maps", 10)

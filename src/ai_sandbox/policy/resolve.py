@@ -44,22 +44,17 @@ def resolve_all(
     for c in candidates:
         if fast and c.path in walked and c.path not in kept_out and (c.is_dir or not os.path.islink(c.path)):
             out.append(c)
-        elif (m := _resolved(c, root, protected, policy, real)) is not None:
+            continue
+        try:
+            m = _resolve(c, root, protected, policy, real)
+        except OSError as e:  # os.path.realpath's EINVAL: a link swapped between its lstat and its readlink
+            raise PolicyError(
+                f"{c.path} changed while the launch resolved where it leads ({e.strerror})",
+                "run the command again; if it repeats, a process is swapping links in the project",
+            ) from None
+        if m is not None:
             out.append(m)
     return out
-
-
-def _resolved(m: Mask, root: str, protected: list[str], policy: Policy, realpath: Callable[[str], str]) -> Mask | None:
-    """_resolve, refusing the launch when a link on the path changes while it is resolved (os.path.realpath
-    raises EINVAL when a link is swapped between its lstat and its readlink): where the mask would land is not
-    known."""
-    try:
-        return _resolve(m, root, protected, policy, realpath)
-    except OSError as e:
-        raise PolicyError(
-            f"{m.path} changed while the launch resolved where it leads ({e.strerror})",
-            "run the command again; if it repeats, a process is swapping links in the project",
-        ) from None
 
 
 def visible(root: str, home: str) -> list[str]:

@@ -342,6 +342,17 @@ def main(argv: list[str]) -> int:
     if argv not in ([], ["--check"]):
         print("usage: scripts/docs.py [--check]", file=sys.stderr)
         return 64
+    # the generators read the shipped profiles here, and ai-sandbox caches each parse in its state directory:
+    # a scratch one, not the caller's (~/.local/state/ai-sandbox/parsed)
+    scratch = tempfile.mkdtemp(prefix="ai-sandbox-docs-state-")
+    os.environ.update({f"XDG_{k}_HOME": os.path.join(scratch, k.lower()) for k in ("STATE", "CACHE", "CONFIG")})
+    try:
+        return _main(argv)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _main(argv: list[str]) -> int:
     if argv == ["--check"]:
         lines = stale()
         for line in lines:

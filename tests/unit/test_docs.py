@@ -146,3 +146,20 @@ def test_the_bench_tables_keep_their_markers():
     lines = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8").splitlines()
     assert lines.count("<!-- bench:begin -->") == lines.count("<!-- bench:end -->") == 1
     assert lines.index("<!-- bench:begin -->") < lines.index("<!-- bench:end -->")
+
+
+def test_make_docs_writes_nothing_in_the_callers_home(tmp_path):
+    """`make docs` reads the shipped profiles in-process, whose parse ai-sandbox caches in its state directory:
+    the caller's (~/.local/state/ai-sandbox/parsed) until the script used a scratch one."""
+    import os
+    import subprocess
+
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
+    env["HOME"] = str(home)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "docs.py"), "--check"], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == []

@@ -19,6 +19,15 @@ def printable(s: str) -> str:
     return s if s.isprintable() else s.encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
+def shown(line: str) -> str:
+    """A line ai-sandbox prints, as the terminal must get it: what prints as itself (a dash, an ellipsis, any
+    letter), the rest escaped as printable() does. Its messages name files a session can name (escape codes that
+    set the title or clear the screen: forty-third red team), so every line is passed through this on its way out."""
+    if line.isprintable():
+        return line
+    return "".join(c if c.isprintable() else printable(c) for c in line)
+
+
 def read_json(path: str, limit: int) -> object:
     """A JSON file of ai-sandbox's own (a cache), or None when it is missing, damaged, larger than limit
     bytes, or not a regular file: read with verify.read_regular, so never through a link or from a FIFO."""

@@ -27,7 +27,7 @@ import re
 import sys
 from collections.abc import Callable
 
-from ai_sandbox.fs import printable
+from ai_sandbox.fs import printable, shown
 from ai_sandbox.records import factory, record
 
 LIMIT = 1 << 20  # a config file larger than this is not parsed: put back whole
@@ -321,7 +321,7 @@ def say(settings: Settings, pid: int) -> None:
     line = restore(settings, pid)
     if line:
         try:
-            sys.stderr.write(f"ai-sandbox: warning: {line}\n")
+            sys.stderr.write(f"ai-sandbox: warning: {shown(line)}\n")
             sys.stderr.flush()
         except (OSError, ValueError):
             pass

@@ -263,7 +263,7 @@ def _say_edited(policy: Policy, marks: skipworktree.Marks, collected: list[layer
     crypt = [e.path for c in collected for e in c.entries if e.layer == CRYPT]
     found = skipworktree.edited(marks, skip=crypt)
     if found:
-        names = fs.some(relative(p, policy.root) if fs.below(p, policy.root) else p for p in found)
+        names = fs.some(fs.printable(relative(p, policy.root) if fs.below(p, policy.root) else p) for p in found)
         policy.warn(
             HIDDEN_EDIT,
             f"{len(found)} hidden tracked file(s) have changes you have not staged ({names}): git inside takes the "
@@ -623,7 +623,7 @@ def _move_home_files(req: Request) -> None:
 
     home = os.path.realpath(env.get("HOME") or os.path.expanduser("~"))
     for line in homefiles.relocate(homefiles.moves(profile.moved, home), home, profile.description or profile.name):
-        print(f"ai-sandbox: {line}", file=sys.stderr)
+        print(f"ai-sandbox: {fs.shown(line)}", file=sys.stderr)
 
 
 def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
@@ -704,10 +704,10 @@ def _print_loud(policy: Policy, *lines: str | None) -> None:
     """What the user must see before the agent takes the terminal: the loud notices, then the findings' lines."""
     for w in policy.warnings:
         if w.kind in LOUD:
-            print(f"ai-sandbox: warning: {w.message}", file=sys.stderr)
+            print(f"ai-sandbox: warning: {fs.shown(w.message)}", file=sys.stderr)
     for line in lines:
         if line:
-            print(f"ai-sandbox: warning: {line}", file=sys.stderr)
+            print(f"ai-sandbox: warning: {fs.shown(line)}", file=sys.stderr)
 
 
 def _exec(argv: list[str], env: Mapping[str, str]) -> None:

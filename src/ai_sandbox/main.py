@@ -10,6 +10,7 @@ import os
 import sys
 
 from ai_sandbox.errors import EXIT_INTERNAL, EXIT_USAGE, SandboxError, UsageError
+from ai_sandbox.fs import shown
 from ai_sandbox.options import OPTIONS, SUBCOMMANDS, network_mode
 
 
@@ -109,7 +110,7 @@ def _main(argv: list[str] | None) -> int:
 
         return run(req)
     except SandboxError as e:
-        print(f"ai-sandbox: error: {e}", file=sys.stderr)
+        print(f"ai-sandbox: error: {shown(str(e))}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         return 130
@@ -117,7 +118,7 @@ def _main(argv: list[str] | None) -> int:
         if debug:
             raise
         print(
-            f"ai-sandbox: internal error: {type(e).__name__}: {e} (rerun with --debug for details)",
+            f"ai-sandbox: internal error: {type(e).__name__}: {shown(str(e))} (rerun with --debug for details)",
             file=sys.stderr,
         )
         return EXIT_INTERNAL

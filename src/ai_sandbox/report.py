@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ai_sandbox.backends.plan import descriptor_args
+from ai_sandbox.fs import shown
 from ai_sandbox.policy import Kept, Mask, Policy
 
 TYPE_CHECKING = False
@@ -64,13 +65,13 @@ def _mask_lines(policy: Policy, masks: list[Mask], scratch: frozenset[str] = fro
         t = Text("  ")
         t.append(f"{m.layer:<10}", style="bold red")
         t.append(show_path(m.path, policy.root, m.is_dir))
-        t.append(f"  {m.reason}", style="dim")
+        t.append(f"  {shown(m.reason)}", style="dim")
         if m.path in scratch:
             t.append(f"  [{SCRATCH_NOTE}]", style="cyan")
         lines.append(t)
         if m.note:
             origin = f" (from {show_path(m.origin, policy.root)})" if m.origin else ""
-            lines.append(Text(f"{'':12}↳ {m.note}{origin}", style="yellow"))
+            lines.append(Text(f"{'':12}↳ {shown(m.note)}{origin}", style="yellow"))
     return lines
 
 
@@ -79,7 +80,7 @@ def _kept_lines(policy: Policy, kept: list[Kept]) -> list[Text]:
     for k in kept:
         t = Text("  ")
         t.append(show_path(k.path, policy.root, k.is_dir), style="green")
-        t.append(f"  allowed by {k.rule}", style="dim")
+        t.append(f"  allowed by {shown(str(k.rule))}", style="dim")
         out.append(t)
     return out
 
@@ -479,8 +480,8 @@ def checks(results: list[Check]) -> None:
         t = Text()
         t.append_text(mark[c.status])
         t.append(f" {c.name}: ")
-        t.append(c.detail)
+        t.append(shown(c.detail))
         con.print(t, soft_wrap=True)
         if c.hint and c.status != "ok":
-            con.print(Text(f"    → {c.hint}", style="dim"), soft_wrap=True)
+            con.print(Text(f"    → {shown(c.hint)}", style="dim"), soft_wrap=True)
     _done(con)

@@ -88,9 +88,11 @@ def stash_log(root: str) -> str:
     gitdir = git.git_dir_of(root)
     if not gitdir:
         return ""
-    try:
-        with open(os.path.join(gitdir, "commondir"), "rb") as f:
-            gitdir = os.path.realpath(os.path.join(gitdir, os.fsdecode(f.read().rstrip(b"\r\n"))))
+    from ai_sandbox.verify import read_regular  # standard library only: costs nothing
+
+    try:  # never blocking on a FIFO a session left there, nor reading /dev/zero (forty-third red team)
+        common = read_regular(os.path.join(gitdir, "commondir"), 1 << 16)
+        gitdir = os.path.realpath(os.path.join(gitdir, os.fsdecode(common.rstrip(b"\r\n"))))
     except OSError:
         pass
     return os.path.join(gitdir, "logs", "refs", "stash")

@@ -111,11 +111,12 @@ def unpack_env(environ: dict[bytes, bytes]) -> dict[bytes, bytes] | None:
     return out
 
 
-def read_regular(path: str, limit: int | None = None) -> bytes:
-    """A file's bytes, opened without following a link or blocking on a FIFO; OSError unless it is a
-    regular file (what a session may have planted at a path ai-sandbox writes is never trusted), or when it
-    is larger than limit bytes (never more than that read: a file can grow while it is read)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+def read_regular(path: str, limit: int | None = None, follow: bool = False) -> bytes:
+    """A file's bytes, opened without following a link (unless follow) or blocking on a FIFO; OSError unless it
+    is a regular file (what a session may have planted at a path ai-sandbox writes is never trusted: a FIFO nobody
+    writes, a link to /dev/zero), or when it is larger than limit bytes (never more than that read: a file can
+    grow while it is read)."""
+    fd = os.open(path, os.O_RDONLY | (0 if follow else os.O_NOFOLLOW) | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
         if (st.st_mode & 0o170000) != 0o100000:

@@ -1641,3 +1641,62 @@ def test_ai_sandboxs_own_git_fetches_nothing_whatever_the_repository_says(ws, fi
     sessions_ended(ws)
     assert secret not in res.out + res.err, "ai-sandbox's own git ran the repository's transport outside the sandbox"
     assert not leak.exists() or secret not in leak.read_text()
+
+
+# --- forty-third red team: what a session leaves where the next launch reads it ---------------------------------
+
+PLANTED = {
+    "fifo": "mkfifo {path}",
+    "device": "ln -s /dev/zero {path}",  # read for ever: the launch ran out of memory (internal error)
+}
+
+
+@pytest.mark.backends("firejail")  # ai-sandbox's own reads, outside any sandbox
+@pytest.mark.parametrize("planted", PLANTED)
+def test_a_fifo_or_a_device_left_as_a_worktrees_gitdir_never_hangs_a_launch(ws, firejail, planted):
+    """The session made `.git/worktrees/w/gitdir` (which names a linked checkout's `.git` file) a FIFO nobody writes,
+    or a link to /dev/zero: every later launch, explain and doctor hung reading it. Now it is read only as a regular
+    file of a bounded size; what cannot be read names no checkout, as a deleted one (git calls it prunable)."""
+    secret = plant_env(ws)
+    _session(ws, "mkdir -p .git/worktrees/w && " + PLANTED[planted].format(path=".git/worktrees/w/gitdir"))
+    sessions_ended(ws)
+    started = time.monotonic()
+    res = _show(ws.run("--", "sh", "-c", "echo @@ran; cat .env; true", timeout=60))
+    assert time.monotonic() - started < 30
+    assert res.rc == 0 and "@@ran" in res.out, res.err
+    assert secret not in res.out + res.err
+    assert ws.run("explain", timeout=60).rc == 0
+
+
+@pytest.mark.backends("firejail")
+@pytest.mark.parametrize("planted", PLANTED)
+def test_a_fifo_or_a_device_left_as_the_repositorys_attributes_is_refused_at_once(ws, firejail, planted):
+    """The session made `.git/info/attributes` a FIFO (or a link to /dev/zero): the launch's look for git-crypt's
+    attribute hung on it for ever, and git itself would wait on it too. Refused at once now, naming the file."""
+    secret = plant_env(ws)
+    _session(ws, "mkdir -p .git/info && " + PLANTED[planted].format(path=".git/info/attributes"))
+    sessions_ended(ws)
+    started = time.monotonic()
+    res = _show(ws.run("--", "sh", "-c", "echo @@read; cat .env; true", timeout=60))
+    assert time.monotonic() - started < 15
+    _refused_or_blind(res, secret)
+    assert res.rc == 65 and ".git/info/attributes is not a regular file" in res.err, res.err
+
+
+def test_a_hidden_files_name_reaches_the_terminal_escaped(ws, firejail):
+    """The session committed `sub/x<ESC>]0;…<BEL><ESC>[2J….evil`, left it edited and not staged, and blocked `*.evil`:
+    the next launch's hidden-edit warning wrote the name's codes to the user's terminal (its title set, the screen
+    cleared). Every line the launch prints is escaped now."""
+    name = "sub/x\x1b]0;PWNED\x07\x1b[2J\x1b[31mRED.evil"
+    ws.git("config", "user.name", "agent")
+    ws.git("config", "user.email", "agent@example.invalid")
+    ws.write(name, "v1\n")
+    ws.git("add", "-A")
+    ws.git("commit", "-qm", "odd")
+    ws.write(name, "v2, not staged\n")
+    ws.write(".ai-sandbox.toml", 'block = ["*.evil"]\n')
+    res = _show(ws.run("--", "true"))
+    said = [line for line in res.err.splitlines() if "have not staged" in line]
+    assert res.rc == 0 and len(said) == 1, res.err
+    assert "\x1b" not in res.err and "\x07" not in res.err, repr(res.err)
+    assert "x\\x1b]0;PWNED\\x07" in said[0], said

@@ -229,10 +229,12 @@ def _config_may_matter(repo: Repo) -> bool:
     home = os.path.expanduser("~")
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     files = ("/etc/gitconfig", os.path.join(_git_prefix(), "etc", "gitconfig"), os.path.join(home, ".gitconfig"))
+    from ai_sandbox.verify import read_regular  # standard library only: costs nothing
+
     for path in (*files, os.path.join(xdg, "git", "config"), os.path.join(repo.common_dir, "config")):
         try:
-            with open(path, "rb") as f:
-                text = f.read().lower()
+            # a FIFO or a device there (a session can write .git/config) is git's to time out on, not this read's
+            text = read_regular(path, 16 << 20, follow=True).lower()
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError:

@@ -134,10 +134,13 @@ def other_checkouts(repo: Repo) -> list[Repo]:
         names = sorted(os.listdir(base))
     except OSError:
         names = []
+    from ai_sandbox.verify import read_regular  # standard library only: costs nothing
+
     for name in names:
         try:
-            with open(os.path.join(base, name, "gitdir"), "rb") as f:
-                dotgit = os.fsdecode(f.read().rstrip(b"\n"))
+            # a session can write the common git directory: a FIFO nobody writes or a link to /dev/zero there hung
+            # every later launch (forty-third red team); unreadable, it names no checkout, as a deleted one
+            dotgit = os.fsdecode(read_regular(os.path.join(base, name, "gitdir"), 1 << 16).rstrip(b"\n"))
         except OSError:
             continue
         root = os.path.realpath(os.path.dirname(dotgit))

@@ -14,8 +14,10 @@ files are all among these.
 from __future__ import annotations
 
 import os
+import stat
 
 from ai_sandbox import git
+from ai_sandbox.errors import PolicyError
 from ai_sandbox.layers.unlisted import Walk
 from ai_sandbox.policy import CRYPT, Entry
 
@@ -79,14 +81,35 @@ def _mentions_git_crypt(scan: git.Scan, walk: Walk) -> bool:
     listed = set(walk.attributes)
     if any(rel not in listed for rel in walk.tracked_attributes):
         return True
+    from ai_sandbox.verify import read_regular  # standard library only: costs nothing
+
     files = [os.path.join(root, rel) for rel in walk.attributes] + git.attribute_files(scan)
     for path in files:
         try:
-            with open(path, "rb") as f:
-                if b"git-crypt" in f.read():
-                    return True
+            if b"git-crypt" in read_regular(path, ATTRIBUTES_LIMIT, follow=True):  # a user's file may be a link
+                return True
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError:
+            _refuse_unending(path)
             return True  # unreadable attributes: ask git rather than assume none
     return False
+
+
+ATTRIBUTES_LIMIT = 64 << 20  # past it, git is asked
+
+
+def _refuse_unending(path: str) -> None:
+    """A FIFO, socket or device where git reads attributes: git would wait on it (a FIFO nobody writes) or read it
+    without end (/dev/zero), and so did this look for git-crypt (forty-third red team: a session left
+    .git/info/attributes a FIFO, and every later launch hung). Refused at once, naming it."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        raise PolicyError(
+            f"{path} is not a regular file: git reads it for the repository's attributes, and would wait on it "
+            "or read it without end",
+            "remove it (a session may have left it there)",
+        )

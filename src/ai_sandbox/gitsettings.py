@@ -16,15 +16,19 @@ an include into the work tree is writable inside), and the files that point git 
 git directory, a linked worktree's `.git` file, git's old `remotes/` files). A file the session replaced by
 something that is not a regular file, made unreadable to git, larger than LIMIT or given more than MAX_KEYS
 settings is put back whole, the session's one moved aside beside it. Nothing is read through a link the session
-made, nor written through one.
+made, nor written through one. The hooks the session put in a git directory it made (a submodule it added, whose
+hooks/ was no read-only place at the launch) are renamed aside (_disable_hooks).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
+import stat
 import sys
+import time
 from collections.abc import Callable
 
 from ai_sandbox.fs import printable, shown
@@ -160,6 +164,7 @@ class Settings:
     indexes: list[tuple[int, int, int] | None]  # each root's index file at the launch: one unchanged is not asked
     hidden: Callable[[str], bool]  # what the launch hid: never read, never written
     stopped: list[tuple[str, bytes | None]] = factory(list)  # a stopped rebase's state (_stopped), as at the launch
+    since: int = 0  # the launch's look, in ns of the clock file times use (_disable_hooks)
 
 
 def take(root: str, nested: list[str] | None = None, hidden: Callable[[str], bool] | None = None) -> Settings | None:
@@ -186,7 +191,7 @@ def take(root: str, nested: list[str] | None = None, hidden: Callable[[str], boo
     shown = [f for f in files if not (hidden and hidden(f.path))]
     return Settings(
         shown[:MAX_FILES], common, roots[:64], [_index_look(r) for r in roots[:64]], hidden or _nothing,
-        [(p, _read(p)[1]) for p in _stopped(own)],
+        [(p, _read(p)[1]) for p in _stopped(own)], time.time_ns(),
     )  # fmt: skip
 
 
@@ -249,6 +254,7 @@ def restore(settings: Settings, pid: int) -> str | None:
     try:
         done: list[str] = []
         failed: list[str] = []
+        disabled: list[str] = []
         known = {g.path for g in settings.files}
         elsewhere: list[str] = []
         # made by the session: a submodule's or a worktree's git directory, with a config of its own, a pointer
@@ -272,6 +278,13 @@ def restore(settings: Settings, pid: int) -> str | None:
             if p not in known and not settings.hidden(p)
         ]
         every = [*settings.files, *late]
+        # a git directory the session made (a submodule's: its config is new) had no read-only hooks/ at the launch
+        made = [os.path.dirname(g.path) for g in late if g.config and os.path.basename(g.path) == "config"]
+        for gitdir in list(dict.fromkeys(made))[:MAX_FILES]:
+            try:
+                disabled += _disable_hooks(gitdir, settings.since - RACY_NS, settings.roots[0], settings.common)
+            except OSError as e:
+                failed.append(f"{printable(os.path.join(gitdir, 'hooks'))} ({e.strerror or e})")
         if len(every) >= MAX_FILES:
             failed.append(f"more than {MAX_FILES} git settings files (not all were checked)")
         for g in every[: MAX_FILES * 2]:
@@ -305,6 +318,12 @@ def restore(settings: Settings, pid: int) -> str | None:
                 f"({printable(path)}): read it before `--continue`, or run `git rebase --abort` (`git cherry-pick --abort`)"
             )
             break
+    if disabled:
+        parts.append(
+            "the session put hooks in git directories it made (a submodule's), which your own git there would run: "
+            f"renamed to NAME{DISABLED}: {', '.join(disabled[:8])}{' …' if len(disabled) > 8 else ''}; rename one back "
+            "if you meant it"
+        )
     if not done and not failed and not parts:
         return None
     if done:
@@ -325,6 +344,60 @@ def say(settings: Settings, pid: int) -> None:
             sys.stderr.flush()
         except (OSError, ValueError):
             pass
+
+
+DISABLED = ".ai-sandbox-disabled"
+RACY_NS = 1_000_000_000  # file times come from a coarse clock, behind time.time_ns() by up to a tick
+
+
+def _disable_hooks(gitdir: str, since: int, root: str, common: str) -> list[str]:
+    """Rename aside what the session made in a git directory's hooks/ (changed since `since`): git runs a hook by its
+    name only, so NAME.ai-sandbox-disabled never runs. The hooks/ of a git directory that existed at the launch is a
+    read-only place (writes.py); one the session made was not (forty-third red team: `git submodule add`, a
+    post-checkout hook in .git/modules/lib/hooks, run by the user's next checkout there, outside). hooks/ itself a
+    link the session made is renamed aside whole. Never through a link: a git directory reached through one, or
+    outside the project and its git directory, is left (a link's target is never touched)."""
+    from ai_sandbox.fs import inside
+
+    if os.path.realpath(gitdir) != gitdir or not (inside(gitdir, root) or inside(gitdir, common)):
+        return []
+    where = os.path.relpath(gitdir, common) if inside(gitdir, common) else os.path.relpath(gitdir, root)
+    out: list[str] = []
+    top = os.open(gitdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        try:
+            st = os.lstat("hooks", dir_fd=top)
+        except FileNotFoundError:
+            return []
+        if not stat.S_ISDIR(st.st_mode):
+            if st.st_ctime_ns >= since and _aside(top, "hooks"):
+                out.append(printable(os.path.join(where, "hooks")))
+            return out
+        hooks = os.open("hooks", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=top)
+        try:
+            for name in sorted(os.listdir(hooks)):
+                if name.endswith(".sample") or DISABLED in name or os.lstat(name, dir_fd=hooks).st_ctime_ns < since:
+                    continue
+                if _aside(hooks, name):
+                    out.append(printable(os.path.join(where, "hooks", name)))
+        finally:
+            os.close(hooks)
+    finally:
+        os.close(top)
+    return out
+
+
+def _aside(directory: int, name: str) -> bool:
+    """name renamed to name + DISABLED in directory (or .1, .2 … after it: nothing is overwritten, and a name the
+    session took first cannot keep the hook in place); OSError when a hundred are taken."""
+    for n in range(100):
+        aside = name + DISABLED + (f".{n}" if n else "")
+        try:
+            os.lstat(aside, dir_fd=directory)
+        except FileNotFoundError:
+            os.rename(name, aside, src_dir_fd=directory, dst_dir_fd=directory)
+            return True
+    raise OSError(errno.EEXIST, f"{name}{DISABLED} and 99 more names are taken")
 
 
 def _common_dir(own: str) -> str:

@@ -405,3 +405,42 @@ def test_a_submodule_pointing_outside_the_project_is_never_rewritten(ws):
         assert path.is_file() and path.read_text() == text, f"{path} was changed by ai-sandbox"
     assert sorted(p.name for p in ssh.iterdir()) == ["config"]
     assert any("outside the project" in ln for ln in res.err.splitlines()), res.err
+
+
+# --- the forty-third red team -----------------------------------------------------------------------------------
+
+HOOK_PLANTS = {
+    "file": "cp {evil} {hooks}/post-checkout",
+    "link": "ln -s {evil} {hooks}/post-checkout",
+    "linked-directory": "mkdir -p mine && cp {evil} mine/post-checkout && rm -rf {hooks} && ln -s $PWD/mine {hooks}",
+    "name-taken": "cp {evil} {hooks}/post-checkout && touch {hooks}/post-checkout.ai-sandbox-disabled",
+}
+
+
+@pytest.mark.parametrize("plant", HOOK_PLANTS)
+def test_hooks_in_a_submodule_the_session_adds_never_run_outside(ws, plant):
+    """The session added a submodule, whose git directory is new in .git/modules (so its hooks/ was no read-only
+    place at the launch), and put a post-checkout hook there: the user's next checkout in it, or `git submodule
+    update` at the root, ran the hook outside, which copied .env (root and user, both backends). What the session
+    made in such a git directory's hooks is renamed aside at the end, and named; the template's samples stay."""
+    marker = _repo(ws)
+    evil = ws.repo / "evil.sh"
+    lib = ws.base / "lib.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(lib)], check=True)
+    work = ws.base / "libwork"
+    subprocess.run(["git", "clone", "-q", str(lib), str(work)], check=True, capture_output=True)
+    ws.git("commit", "-q", "--allow-empty", "-m", "x", cwd=work)
+    ws.git("push", "-q", "origin", "HEAD", cwd=work)
+    plant_it = HOOK_PLANTS[plant].format(evil=evil, hooks=".git/modules/lib/hooks")
+    script = f"git -c protocol.file.allow=always submodule add -q {lib} lib && {plant_it} && echo @@planted"
+    res = ws.run("--", "sh", "-c", script)
+    sessions_ended(ws)
+    assert res.rc == 0 and "@@planted" in res.out, res.err
+    _outside_git(ws, "-C", "lib", "checkout", "-q", "-b", "other")
+    assert not marker.exists(), "the user's checkout in the submodule ran a hook the session planted"
+    line = next((ln for ln in res.err.splitlines() if "hooks" in ln), "")
+    assert "modules/lib/hooks" in line and ".ai-sandbox-disabled" in line, res.err
+    if plant in ("file", "link"):
+        assert (ws.repo / ".git/modules/lib/hooks/pre-commit.sample").exists()
+        assert (ws.repo / ".git/modules/lib/hooks/post-checkout.ai-sandbox-disabled").is_symlink() == (plant == "link")
+    assert evil.read_text().startswith("#!/bin/sh")  # a link's target is never touched

@@ -291,7 +291,39 @@ def _pattern_entry(entry: str, path: str, line: int, key: str) -> str:
             f"{path}:{line}: `{key}` entry {entry!r} matches nothing (a comment or a bare `!` in gitignore syntax)",
             "write \\# to match a name that starts with #",
         )
+    if _glued_stars(entry.removeprefix("!")):
+        raise ConfigError(
+            f"{path}:{line}: `{key}` entry {entry!r}: `**` works only as a whole path component (`**/x`, `a/**/b`, "
+            "`a/**`), and git reads it glued to a name differently from ai-sandbox",
+            "write `*` for part of a name (`deploy*/**/keys`)",
+        )
     return entry
+
+
+def _glued_stars(entry: str) -> bool:
+    """A run of two or more unescaped stars with anything but a slash (or an end) on either side: git's wildmatch
+    lets `deploy**` cross slashes and pathspec does not (forty-third red team: `/deploy**/keys` and `***/*.cfg`
+    hid nothing that git ignores)."""
+    i, n = 0, len(entry)
+    while i < n:
+        c = entry[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":  # a class: its stars are literal
+            close = entry.find("]", i + 2)
+            i = close + 1 if close != -1 else i + 1
+            continue
+        if c == "*":
+            j = i
+            while j < n and entry[j] == "*":
+                j += 1
+            if j - i >= 2 and (j - i > 2 or (i > 0 and entry[i - 1] != "/") or (j < n and entry[j] != "/")):
+                return True
+            i = j
+            continue
+        i += 1
+    return False
 
 
 def check_keys(data: Mapping[str, object], allowed: set[str], path: str, text: str) -> None:
@@ -560,7 +592,8 @@ PROJECT_KEYS = (
         "block",
         "list",
         (),
-        "gitignore-style patterns (relative to the git root, `!` negates, a leading `/` anchors) hidden even "
+        "gitignore-style patterns (relative to the git root, `!` negates, a leading `/` anchors, `**` only as a "
+        "whole path component) hidden even "
         "when tracked; `~/…` names a path in your home",
         items="strings",
         each=_project_block,

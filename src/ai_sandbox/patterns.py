@@ -21,6 +21,7 @@ _SPECIAL = frozenset("\\!^")  # escapes, negation and [^...] classes need the re
 # Stands for "\n" in what pathspec sees: its regexes use `.` (stops at a newline) and `$` (matches before a
 # final one). No file name decodes to it: surrogateescape only yields \udc80-\udcff.
 _NL = "\udc0a"
+_NEVER = re.compile(r"(?!)")
 _POSIX = {"alpha": "a-zA-Z", "digit": "0-9", "alnum": "a-zA-Z0-9", "upper": "A-Z", "lower": "a-z",
           "xdigit": "0-9A-Fa-f", "blank": " \t", "space": " \t\n\r\f\v"}  # fmt: skip
 
@@ -147,6 +148,7 @@ class PatternSet:
         self._spec = None
         self._by_name: dict[tuple[str, bool], Pattern | None] = {}
         self._in_dir: dict[str, frozenset[int]] = {}  # a directory -> _above's answer for what it holds
+        self._dirs: dict[str, Pattern | None] = {}  # a directory -> the pattern that excludes it (pathspec's path)
         if not self._simple:
             import pathspec  # deliberately lazy, see module docstring
 
@@ -163,6 +165,17 @@ class PatternSet:
                             "a trailing `\\` escapes nothing (write `\\\\`); a range needs `[a-z]`",
                         ) from None
                 raise
+            # pathspec's regex for a pattern also matches what a directory it names holds (its `ps_d` group is
+            # the slash after that directory, a prefix of the path): git leaves those to the directory (_dir). So
+            # a pattern with that group matches a path itself only where the group ends it (a directory's path
+            # given with its slash); one without (`docs/**`, whose regex is `^docs/`) names what a directory holds,
+            # never the directory, whose path is then given without a slash.
+            self._itself = [
+                (re.compile(rx.pattern + r"\Z", rx.flags), p.include, True)
+                if (rx := p.regex) is not None and "(?P<ps_d>" in rx.pattern
+                else (rx or _NEVER, p.include, False)
+                for p in self._spec.patterns
+            ]
 
     def __bool__(self) -> bool:
         return bool(self.patterns)
@@ -172,9 +185,14 @@ class PatternSet:
         if not self.patterns:
             return None
         if self._spec is not None:
+            # git's order: a directory excluded excludes all it holds (no negation brings a path back from it);
+            # otherwise the last pattern that matches the path itself decides. pathspec's GitIgnoreSpec ranks a
+            # match "as a directory" below one "as a file" instead, whatever their order: `["!docs/**",
+            # "docs/private/"]` left docs/private/ readable (forty-third red team; 13 of 2,000 random sets)
             rel = rel.replace("\n", _NL)
-            res = self._spec.check_file(rel + "/" if is_dir else rel)
-            return self.patterns[res.index] if res.include and res.index is not None else None
+            parent = rel.rpartition("/")[0]
+            found = self._dir(parent) if parent else None
+            return found if found is not None else self._own(rel, is_dir)
         name = rel.rsplit("/", 1)[-1]
         if self._anchored:
             return self._match(rel, name, is_dir)
@@ -186,6 +204,21 @@ class PatternSet:
         if key not in self._by_name:
             self._by_name[key] = self._match(rel, name, is_dir)
         return self._by_name[key]
+
+    def _dir(self, d: str) -> Pattern | None:
+        """The pattern that excludes directory d, itself or through a directory above it; remembered."""
+        if d not in self._dirs:
+            parent = d.rpartition("/")[0]
+            self._dirs[d] = (self._dir(parent) if parent else None) or self._own(d, True)
+        return self._dirs[d]
+
+    def _own(self, rel: str, is_dir: bool) -> Pattern | None:
+        """The last pattern that matches rel itself when it includes, None when it negates or none does."""
+        for i in range(len(self._itself) - 1, -1, -1):
+            itself, include, with_slash = self._itself[i]
+            if include is not None and itself.search(rel + "/" if is_dir and with_slash else rel):
+                return self.patterns[i] if include else None
+        return None
 
     def _match(self, rel: str, name: str, is_dir: bool) -> Pattern | None:
         above = self._above(rel) if self._anchored else _NONE

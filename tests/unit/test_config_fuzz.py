@@ -840,3 +840,15 @@ def test_typed_document_property_example_of_line_numbers(scratch):
     for pat in [*cfg.block, *cfg.allow]:
         line = pat.source.line
         assert _toml_literal(pat.text) in lines[line - 1], (pat, lines)
+
+
+@pytest.mark.parametrize("entry", ["/deploy**/keys", "***/*.cfg", "!**.pem"])
+def test_stars_glued_to_a_name_are_refused(scratch, entry):
+    """git's wildmatch lets `deploy**` cross slashes, pathspec does not: `/deploy**/keys` hid nothing git ignores
+    (forty-third red team). A whole-component `**` is taken, and so are escaped stars and stars in a class."""
+    path, load = _load_project(scratch, f'block = ["{entry}"]\n'.encode())
+    with pytest.raises(ConfigError) as exc:
+        load()
+    assert exc.value.message.startswith(f"{path}:1:") and "whole path component" in exc.value.message
+    ok = _load_project(scratch, b'block = ["**/keys", "a/**/b", "c/**", "\\\\**x", "[**]y"]\n')[1]()
+    assert [p.text for p in ok.block] == ["**/keys", "a/**/b", "c/**", "\\**x", "[**]y"]

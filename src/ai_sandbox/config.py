@@ -291,13 +291,21 @@ def _pattern_entry(entry: str, path: str, line: int, key: str) -> str:
             f"{path}:{line}: `{key}` entry {entry!r} matches nothing (a comment or a bare `!` in gitignore syntax)",
             "write \\# to match a name that starts with #",
         )
-    if _glued_stars(entry.removeprefix("!")):
+    if _glued_stars(_unpadded(entry.removeprefix("!"))):
         raise ConfigError(
             f"{path}:{line}: `{key}` entry {entry!r}: `**` works only as a whole path component (`**/x`, `a/**/b`, "
             "`a/**`), and git reads it glued to a name differently from ai-sandbox",
             "write `*` for part of a name (`deploy*/**/keys`)",
         )
     return entry
+
+
+def _unpadded(entry: str) -> str:
+    """The entry without the trailing blanks git strips (not an escaped one)."""
+    body = entry.rstrip(" ")
+    if len(body) < len(entry) and (len(body) - len(body.rstrip("\\"))) % 2:
+        body += " "  # `\ `: the blank is the pattern's
+    return body
 
 
 def _glued_stars(entry: str) -> bool:

@@ -28,7 +28,6 @@ import os
 import re
 import stat
 import sys
-import time
 from collections.abc import Callable
 
 from ai_sandbox.fs import printable, shown
@@ -164,7 +163,7 @@ class Settings:
     indexes: list[tuple[int, int, int] | None]  # each root's index file at the launch: one unchanged is not asked
     hidden: Callable[[str], bool]  # what the launch hid: never read, never written
     stopped: list[tuple[str, bytes | None]] = factory(list)  # a stopped rebase's state (_stopped), as at the launch
-    since: int = 0  # the launch's look, in ns of the clock file times use (_disable_hooks)
+    existing: frozenset[str] = frozenset()  # the git directories there at the launch (their hooks/ was read-only)
 
 
 def take(root: str, nested: list[str] | None = None, hidden: Callable[[str], bool] | None = None) -> Settings | None:
@@ -189,9 +188,16 @@ def take(root: str, nested: list[str] | None = None, hidden: Callable[[str], boo
         if g.config and g.data and b"include" in g.data.lower():
             _add_includes(files, g, 0, hidden or _nothing)
     shown = [f for f in files if not (hidden and hidden(f.path))]
+    existing = {
+        common,
+        own,
+        *submodule_dirs(os.path.join(common, "modules"), 0),
+        *_subdirs(os.path.join(common, "worktrees")),
+    }
+    existing.update(d for r in roots[:MAX_FILES] if (d := git_dir_of(r)))
     return Settings(
         shown[:MAX_FILES], common, roots[:64], [_index_look(r) for r in roots[:64]], hidden or _nothing,
-        [(p, _read(p)[1]) for p in _stopped(own)], time.time_ns(),
+        [(p, _read(p)[1]) for p in _stopped(own)], frozenset(os.path.realpath(d) for d in existing),
     )  # fmt: skip
 
 
@@ -275,14 +281,15 @@ def restore(settings: Settings, pid: int) -> str | None:
                     elsewhere,
                 ),
             ]
-            if p not in known and not settings.hidden(p)
+            if p not in known and not settings.hidden(p) and _within(p, settings.roots[0], settings.common)
         ]
         every = [*settings.files, *late]
         # a git directory the session made (a submodule's: its config is new) had no read-only hooks/ at the launch
-        made = [os.path.dirname(g.path) for g in late if g.config and os.path.basename(g.path) == "config"]
-        for gitdir in list(dict.fromkeys(made))[:MAX_FILES]:
+        made = [os.path.dirname(g.path) for g in late if os.path.basename(g.path) in ("config", "commondir")]
+        made = [d for d in dict.fromkeys(made) if os.path.realpath(d) not in settings.existing]
+        for gitdir in made[:MAX_FILES]:
             try:
-                disabled += _disable_hooks(gitdir, settings.since - RACY_NS, settings.roots[0], settings.common)
+                disabled += _disable_hooks(gitdir, settings.roots[0], settings.common)
             except OSError as e:
                 failed.append(f"{printable(os.path.join(gitdir, 'hooks'))} ({e.strerror or e})")
         if len(every) >= MAX_FILES:
@@ -347,16 +354,26 @@ def say(settings: Settings, pid: int) -> None:
 
 
 DISABLED = ".ai-sandbox-disabled"
-RACY_NS = 1_000_000_000  # file times come from a coarse clock, behind time.time_ns() by up to a tick
 
 
-def _disable_hooks(gitdir: str, since: int, root: str, common: str) -> list[str]:
-    """Rename aside what the session made in a git directory's hooks/ (changed since `since`): git runs a hook by its
-    name only, so NAME.ai-sandbox-disabled never runs. The hooks/ of a git directory that existed at the launch is a
-    read-only place (writes.py); one the session made was not (forty-third red team: `git submodule add`, a
-    post-checkout hook in .git/modules/lib/hooks, run by the user's next checkout there, outside). hooks/ itself a
-    link the session made is renamed aside whole. Never through a link: a git directory reached through one, or
-    outside the project and its git directory, is left (a link's target is never touched)."""
+def _within(path: str, root: str, common: str) -> bool:
+    """In the project or its git directory: a `commondir` a session wrote may name any repository of the user's,
+    whose config the end rewrote (forty-third red team's re-attack: another repository's core.editor and aliases
+    gone); the pointer itself is put back, which is what points git elsewhere."""
+    from ai_sandbox.fs import inside
+
+    real = os.path.realpath(path)
+    return inside(real, os.path.realpath(root)) or inside(real, common)
+
+
+def _disable_hooks(gitdir: str, root: str, common: str) -> list[str]:
+    """Rename aside every hook in the hooks/ of a git directory the session made (a submodule's, or one a pointer it
+    wrote led git away from): git runs a hook by its name only, so NAME.ai-sandbox-disabled never runs; the
+    template's *.sample files stay. The hooks/ of a git directory that existed at the launch is a read-only place
+    (writes.py); one the session made was not (forty-third red team: `git submodule add`, a post-checkout hook in
+    .git/modules/lib/hooks, run by the user's next checkout there, outside; a hook moved in keeps its old change
+    time, so all are renamed, not only new ones). hooks/ itself a link is renamed aside whole. Never through a
+    link: a git directory reached through one, or outside the project and its git directory, is left."""
     from ai_sandbox.fs import inside
 
     if os.path.realpath(gitdir) != gitdir or not (inside(gitdir, root) or inside(gitdir, common)):
@@ -370,16 +387,15 @@ def _disable_hooks(gitdir: str, since: int, root: str, common: str) -> list[str]
         except FileNotFoundError:
             return []
         if not stat.S_ISDIR(st.st_mode):
-            if st.st_ctime_ns >= since and _aside(top, "hooks"):
-                out.append(printable(os.path.join(where, "hooks")))
-            return out
+            _aside(top, "hooks")
+            return [printable(os.path.join(where, "hooks"))]
         hooks = os.open("hooks", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=top)
         try:
             for name in sorted(os.listdir(hooks)):
-                if name.endswith(".sample") or DISABLED in name or os.lstat(name, dir_fd=hooks).st_ctime_ns < since:
+                if name.endswith(".sample") or DISABLED in name:
                     continue
-                if _aside(hooks, name):
-                    out.append(printable(os.path.join(where, "hooks", name)))
+                _aside(hooks, name)
+                out.append(printable(os.path.join(where, "hooks", name)))
         finally:
             os.close(hooks)
     finally:
@@ -387,17 +403,18 @@ def _disable_hooks(gitdir: str, since: int, root: str, common: str) -> list[str]
     return out
 
 
-def _aside(directory: int, name: str) -> bool:
-    """name renamed to name + DISABLED in directory (or .1, .2 … after it: nothing is overwritten, and a name the
-    session took first cannot keep the hook in place); OSError when a hundred are taken."""
-    for n in range(100):
-        aside = name + DISABLED + (f".{n}" if n else "")
+def _aside(directory: int, name: str) -> None:
+    """name renamed to name + DISABLED in directory, or with a random part after it where the session took that
+    name first (nothing is overwritten; a hundred names taken kept the hook in place: the re-attack)."""
+    import secrets
+
+    for aside in (name + DISABLED, *(f"{name}{DISABLED}.{secrets.token_hex(8)}" for _ in range(8))):
         try:
             os.lstat(aside, dir_fd=directory)
         except FileNotFoundError:
             os.rename(name, aside, src_dir_fd=directory, dst_dir_fd=directory)
-            return True
-    raise OSError(errno.EEXIST, f"{name}{DISABLED} and 99 more names are taken")
+            return
+    raise OSError(errno.EEXIST, f"no free name beside {name}")
 
 
 def _common_dir(own: str) -> str:

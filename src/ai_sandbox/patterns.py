@@ -109,7 +109,14 @@ def _for_pathspec(text: str) -> str:
         if (len(body) - len(body.rstrip("\\"))) % 2:
             body = body[:-1]  # it was escaped: the bracket replaces the escape
         text = f"{body}[{text[-1]}]"
+    # `X/**/` names the directories below X, not X; pathspec reads it as `X/` (forty-third red team's re-attack:
+    # `["secrets/", "!secrets/**/"]` left secrets/ readable): `X/**/*/` is what git means
+    if m := _BELOW.fullmatch(text):
+        text = f"{m.group(1)}/**/*/"
     return text
+
+
+_BELOW = re.compile(r"(!?.*[^/\\])/(?:\*\*/)+")  # a prefix, then `**/` once or more at the end
 
 
 def _anchored_regex(text: str) -> re.Pattern[str] | None:

@@ -9,7 +9,9 @@ firejail and bwrap, with the default settings: the git directory is writable ins
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ import pytest
 from tests.conftest import (
     BACKENDS,  # noqa: F401  (the module runs once per backend: conftest)
     Workspace,
+    chown_tree,
     sessions_ended,
     token,
 )
@@ -321,8 +324,6 @@ def test_a_file_an_include_names_is_never_copied_where_a_session_can_read_it(ws)
     ws.git("init", "-q", "nested")
     ws.git("-C", "nested", "config", "includeIf.onbranch:no-such-branch.path", str(ws.repo / ".env"))
     if ws.user:
-        from tests.conftest import chown_tree
-
         chown_tree(ws.base, ws.user)
     cmd = [*_argv(ws), "--", "python3", "reader.py", "6"]
     reader = subprocess.Popen(cmd, cwd=ws.repo, env=ws.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -414,6 +415,10 @@ HOOK_PLANTS = {
     "link": "ln -s {evil} {hooks}/post-checkout",
     "linked-directory": "mkdir -p mine && cp {evil} mine/post-checkout && rm -rf {hooks} && ln -s $PWD/mine {hooks}",
     "name-taken": "cp {evil} {hooks}/post-checkout && touch {hooks}/post-checkout.ai-sandbox-disabled",
+    # the re-attack: a hundred names taken kept the hook in place; a hook moved in kept its old change time
+    "names-taken": "cp {evil} {hooks}/post-checkout && touch {hooks}/post-checkout.ai-sandbox-disabled "
+    "$(seq -f {hooks}/post-checkout.ai-sandbox-disabled.%g 1 99)",
+    "moved-in": "rm -rf {hooks} && mv .git/h {hooks}",
 }
 
 
@@ -431,6 +436,12 @@ def test_hooks_in_a_submodule_the_session_adds_never_run_outside(ws, plant):
     subprocess.run(["git", "clone", "-q", str(lib), str(work)], check=True, capture_output=True)
     ws.git("commit", "-q", "--allow-empty", "-m", "x", cwd=work)
     ws.git("push", "-q", "origin", "HEAD", cwd=work)
+    if plant == "moved-in":  # as an earlier session leaves it
+        (ws.repo / ".git" / "h").mkdir()
+        shutil.copy2(evil, ws.repo / ".git" / "h" / "post-checkout")
+        if ws.user:
+            chown_tree(ws.repo / ".git" / "h", ws.user)
+        time.sleep(1.1)
     plant_it = HOOK_PLANTS[plant].format(evil=evil, hooks=".git/modules/lib/hooks")
     script = f"git -c protocol.file.allow=always submodule add -q {lib} lib && {plant_it} && echo @@planted"
     res = ws.run("--", "sh", "-c", script)
@@ -442,5 +453,44 @@ def test_hooks_in_a_submodule_the_session_adds_never_run_outside(ws, plant):
     assert "modules/lib/hooks" in line and ".ai-sandbox-disabled" in line, res.err
     if plant in ("file", "link"):
         assert (ws.repo / ".git/modules/lib/hooks/pre-commit.sample").exists()
+    if plant in ("file", "link", "moved-in"):
         assert (ws.repo / ".git/modules/lib/hooks/post-checkout.ai-sandbox-disabled").is_symlink() == (plant == "link")
     assert evil.read_text().startswith("#!/bin/sh")  # a link's target is never touched
+
+
+NESTED = "git init -q lib && git -C lib -c user.name=a -c user.email=a@b.invalid commit -q --allow-empty -m one && "
+
+
+def test_a_hook_beside_a_commondir_the_session_wrote_never_runs_outside(ws):
+    """The re-attack: a nested repository registered as a gitlink, its `.git/commondir` naming a directory the
+    session made, and a hook in `lib/.git/hooks`: the hooks were looked for where commondir led, the end then put
+    the pointer back, and git used `lib/.git/hooks`, which nobody had looked at."""
+    marker = _repo(ws)
+    evil = ws.repo / "evil.sh"
+    script = (
+        NESTED + "git init -q --bare lib/.git/cdir && cp -r lib/.git/objects lib/.git/refs lib/.git/HEAD lib/.git/cdir/"
+        f" && cp {evil} lib/.git/hooks/post-checkout && echo cdir > lib/.git/commondir && git add lib && echo @@planted"
+    )
+    res = ws.run("--", "sh", "-c", script)
+    sessions_ended(ws)
+    assert res.rc == 0 and "@@planted" in res.out, res.err
+    _outside_git(ws, "-C", "lib", "checkout", "-q", "-b", "x")
+    assert not marker.exists(), "the user's checkout in the nested repository ran a hook the session planted"
+
+
+def test_a_commondir_naming_another_repository_never_rewrites_its_config(ws):
+    """The re-attack: the session pointed a nested repository's `.git/commondir` at another repository of the
+    user's, outside the project: the end took that repository's config for the session's and removed its
+    core.editor and aliases. Only the pointer is put back."""
+    _repo(ws)
+    other = ws.base / "userrepo"
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    subprocess.run(["git", "-C", str(other), "config", "alias.st", "status"], check=True)
+    subprocess.run(["git", "-C", str(other), "config", "core.editor", "vim"], check=True)
+    if ws.user:
+        chown_tree(other, ws.user)
+    before = (other / ".git" / "config").read_bytes()
+    res = ws.run("--", "sh", "-c", NESTED + f"git add lib && echo {other}/.git > lib/.git/commondir && echo @@planted")
+    sessions_ended(ws)
+    assert res.rc == 0 and "@@planted" in res.out, res.err
+    assert (other / ".git" / "config").read_bytes() == before, res.err

@@ -850,5 +850,5 @@ def test_stars_glued_to_a_name_are_refused(scratch, entry):
     with pytest.raises(ConfigError) as exc:
         load()
     assert exc.value.message.startswith(f"{path}:1:") and "whole path component" in exc.value.message
-    ok = _load_project(scratch, b'block = ["**/keys", "a/**/b", "c/**", "\\\\**x", "[**]y"]\n')[1]()
-    assert [p.text for p in ok.block] == ["**/keys", "a/**/b", "c/**", "\\**x", "[**]y"]
+    ok = _load_project(scratch, b'block = ["**/keys", "a/**/b", "c/**", "\\\\**x", "[**]y", "d/** "]\n')[1]()
+    assert [p.text for p in ok.block] == ["**/keys", "a/**/b", "c/**", "\\**x", "[**]y", "d/** "]

@@ -345,3 +345,16 @@ def test_an_index_out_of_order_or_thousands_deep_is_still_read_whole(tmp_path):
     records = [b"100644 " + oid_b + b" 0\tz", b"100644 " + oid_b + b" 0\ta", b"100644 " + oid_b + b" 0\t" + deep]
     assert git.listing._pick(records, ["d/d"], []) == [records[2]]
     assert git.listing._pick(records, ["e"], []) == []
+
+
+def test_an_attribute_file_whose_read_would_block_is_refused(tmp_path):
+    """/proc/kmsg is a regular file whose read blocks: as root, a session's .git/info/attributes linked there made
+    every later launch wait for git's time limit (forty-third red team's re-attack). Refused at once now."""
+    from ai_sandbox.errors import PolicyError
+    from ai_sandbox.layers import gitcrypt
+
+    path = tmp_path / "attributes"
+    path.write_text("*.bin binary\n")
+    with pytest.raises(PolicyError, match="is not a regular file"):
+        gitcrypt._refuse_unending(str(path), blocks=True)
+    gitcrypt._refuse_unending(str(path))  # a regular file that reads: git is asked, as before

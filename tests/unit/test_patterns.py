@@ -164,6 +164,10 @@ GIT_ORDER = [
     (["*/", "!a /  ", "!.e/[^b]"], "a /s/x", False, "*/"),
     (["secret/", "!secret/"], "secret/a", False, None),
     (["!foo/", "foo/"], "foo/bar", False, "foo/"),
+    # the re-attack: pathspec reads `X/**/` (the directories below X) as `X/`
+    (["secrets/", "!secrets/**/"], "secrets/k.key", False, "secrets/"),
+    (["secrets/", "!secrets/**/"], "secrets/deep/x.key", False, "secrets/"),
+    (["!/a b\\ ", "**/", "!*/**/**/"], "x/y/z/c", False, "**/"),
 ]
 
 

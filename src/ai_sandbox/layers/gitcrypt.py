@@ -90,8 +90,8 @@ def _mentions_git_crypt(scan: git.Scan, walk: Walk) -> bool:
                 return True
         except (FileNotFoundError, NotADirectoryError):
             continue
-        except OSError:
-            _refuse_unending(path)
+        except OSError as e:
+            _refuse_unending(path, isinstance(e, BlockingIOError))
             return True  # unreadable attributes: ask git rather than assume none
     return False
 
@@ -99,15 +99,16 @@ def _mentions_git_crypt(scan: git.Scan, walk: Walk) -> bool:
 ATTRIBUTES_LIMIT = 64 << 20  # past it, git is asked
 
 
-def _refuse_unending(path: str) -> None:
-    """A FIFO, socket or device where git reads attributes: git would wait on it (a FIFO nobody writes) or read it
-    without end (/dev/zero), and so did this look for git-crypt (forty-third red team: a session left
-    .git/info/attributes a FIFO, and every later launch hung). Refused at once, naming it."""
+def _refuse_unending(path: str, blocks: bool = False) -> None:
+    """A FIFO, socket or device where git reads attributes, or a file whose read would block (`/proc/kmsg`): git
+    would wait on it (a FIFO nobody writes) or read it without end (/dev/zero), and so did this look for git-crypt
+    (forty-third red team: a session left .git/info/attributes a FIFO, and every later launch hung). Refused at
+    once, naming it."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
         return
-    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+    if blocks or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
         raise PolicyError(
             f"{path} is not a regular file: git reads it for the repository's attributes, and would wait on it "
             "or read it without end",

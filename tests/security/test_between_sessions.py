@@ -1172,7 +1172,12 @@ def test_a_session_of_another_root_ending_never_clears_a_mark_this_session_needs
 def test_a_mark_moved_onto_the_users_marked_path_is_told_apart_from_theirs(ws, firejail, script):
     """d/conf.tfvars blocked (ai-sandbox's mark), e/conf.tfvars marked by the user; the session swaps their places
     with git mv. Old code judged by path: ai-sandbox's mark stayed for good where the user's had been (hiding the
-    user's later edits from commit -a) and the user's own was cleared, silently. Now as the control run."""
+    user's later edits from commit -a) and the user's own was cleared, silently. Now as the control run. The swap moves
+    the hidden file's directory, which the watcher answers by ending the session: where it did so before the
+    session's two commands had ended, the session's exit status was 143 (once in a CI run); in "warn" mode it says
+    so and the session runs on, so the marks are compared after exactly what the control ran."""
+    ws.config_file.parent.mkdir(parents=True, exist_ok=True)
+    ws.config_file.write_text('on_hidden_change = "warn"\n')
     files = {f"{d}/conf.tfvars": f'k = "{d}"\n' for d in ("d", "e")}
     _committed(ws, {**files, ".ai-sandbox.toml": 'block = ["d/conf.tfvars"]\n'}, "two")
     ws.git("update-index", "--skip-worktree", "e/conf.tfvars")

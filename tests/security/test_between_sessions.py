@@ -1656,15 +1656,21 @@ PLANTED = {
 }
 
 
+def _left_in_git(ws: Workspace, path: str, planted: str) -> str:
+    """A planted secret, and a session that leaves PLANTED[planted] at path (in the git directory) and ends."""
+    secret = plant_env(ws)
+    _session(ws, f"mkdir -p {os.path.dirname(path)} && " + PLANTED[planted].format(path=path))
+    sessions_ended(ws)
+    return secret
+
+
 @pytest.mark.backends("firejail")  # ai-sandbox's own reads, outside any sandbox
 @pytest.mark.parametrize("planted", PLANTED)
 def test_a_fifo_or_a_device_left_as_a_worktrees_gitdir_never_hangs_a_launch(ws, firejail, planted):
     """The session made `.git/worktrees/w/gitdir` (which names a linked checkout's `.git` file) a FIFO nobody writes,
     or a link to /dev/zero: every later launch, explain and doctor hung reading it. Now it is read only as a regular
     file of a bounded size; what cannot be read names no checkout, as a deleted one (git calls it prunable)."""
-    secret = plant_env(ws)
-    _session(ws, "mkdir -p .git/worktrees/w && " + PLANTED[planted].format(path=".git/worktrees/w/gitdir"))
-    sessions_ended(ws)
+    secret = _left_in_git(ws, ".git/worktrees/w/gitdir", planted)
     started = time.monotonic()
     res = _show(ws.run("--", "sh", "-c", "echo @@ran; cat .env; true", timeout=60))
     assert time.monotonic() - started < 30
@@ -1678,9 +1684,7 @@ def test_a_fifo_or_a_device_left_as_a_worktrees_gitdir_never_hangs_a_launch(ws, 
 def test_a_fifo_or_a_device_left_as_the_repositorys_attributes_is_refused_at_once(ws, firejail, planted):
     """The session made `.git/info/attributes` a FIFO (or a link to /dev/zero): the launch's look for git-crypt's
     attribute hung on it for ever, and git itself would wait on it too. Refused at once now, naming the file."""
-    secret = plant_env(ws)
-    _session(ws, "mkdir -p .git/info && " + PLANTED[planted].format(path=".git/info/attributes"))
-    sessions_ended(ws)
+    secret = _left_in_git(ws, ".git/info/attributes", planted)
     started = time.monotonic()
     res = _show(ws.run("--", "sh", "-c", "echo @@read; cat .env; true", timeout=60))
     assert time.monotonic() - started < 15

@@ -244,17 +244,23 @@ def test_a_submodule_the_session_made_anywhere_is_looked_at(ws):
     assert "core.fsmonitor" in res.err, res.err
 
 
-def test_a_submodule_the_session_adds_keeps_working(ws):
-    """`git submodule add` writes core.worktree into the submodule's config and a `.git` file into its checkout:
-    both are git's own and stay (a core.worktree leading into the project; elsewhere, the user's next checkout
-    there would write the session's files). Its remote is a path on this machine here: that one goes, named."""
-    _repo(ws)
+def _remote_with_a_commit(ws: Workspace) -> Path:
+    """A bare repository on this machine holding one commit, for the session to add as a submodule."""
     lib = ws.base / "lib.git"
     subprocess.run(["git", "init", "-q", "--bare", str(lib)], check=True)
     work = ws.base / "libwork"
     subprocess.run(["git", "clone", "-q", str(lib), str(work)], check=True, capture_output=True)
     ws.git("commit", "-q", "--allow-empty", "-m", "x", cwd=work)
     ws.git("push", "-q", "origin", "HEAD", cwd=work)
+    return lib
+
+
+def test_a_submodule_the_session_adds_keeps_working(ws):
+    """`git submodule add` writes core.worktree into the submodule's config and a `.git` file into its checkout:
+    both are git's own and stay (a core.worktree leading into the project; elsewhere, the user's next checkout
+    there would write the session's files). Its remote is a path on this machine here: that one goes, named."""
+    _repo(ws)
+    lib = _remote_with_a_commit(ws)
     res = ws.run("--", "sh", "-c", f"git -c protocol.file.allow=always submodule add -q {lib} lib && echo @@added")
     sessions_ended(ws)
     assert res.rc == 0 and "@@added" in res.out, res.err
@@ -430,12 +436,7 @@ def test_hooks_in_a_submodule_the_session_adds_never_run_outside(ws, plant):
     made in such a git directory's hooks is renamed aside at the end, and named; the template's samples stay."""
     marker = _repo(ws)
     evil = ws.repo / "evil.sh"
-    lib = ws.base / "lib.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(lib)], check=True)
-    work = ws.base / "libwork"
-    subprocess.run(["git", "clone", "-q", str(lib), str(work)], check=True, capture_output=True)
-    ws.git("commit", "-q", "--allow-empty", "-m", "x", cwd=work)
-    ws.git("push", "-q", "origin", "HEAD", cwd=work)
+    lib = _remote_with_a_commit(ws)
     if plant == "moved-in":  # as an earlier session leaves it
         (ws.repo / ".git" / "h").mkdir()
         shutil.copy2(evil, ws.repo / ".git" / "h" / "post-checkout")

@@ -18,7 +18,7 @@ from ai_sandbox.backends.registry import REGISTRY, auto_help
 from ai_sandbox.errors import ConfigError
 from ai_sandbox.fs import below, write_atomic
 from ai_sandbox.paths import config_home, sha256, state_dir
-from ai_sandbox.patterns import PROJECT, USER, Pattern, Source
+from ai_sandbox.patterns import PROJECT, USER, Pattern, Source, escapes_next
 from ai_sandbox.records import factory, record, value
 
 TYPE_CHECKING = False  # typing is not imported at run time: this module is on the launch path
@@ -303,7 +303,7 @@ def _pattern_entry(entry: str, path: str, line: int, key: str) -> str:
 def _unpadded(entry: str) -> str:
     """The entry without the trailing blanks git strips (not an escaped one)."""
     body = entry.rstrip(" ")
-    if len(body) < len(entry) and (len(body) - len(body.rstrip("\\"))) % 2:
+    if len(body) < len(entry) and escapes_next(body):
         body += " "  # `\ `: the blank is the pattern's
     return body
 

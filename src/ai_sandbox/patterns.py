@@ -98,6 +98,11 @@ def _is_simple(text: str) -> bool:
     return bool(body) and "/" not in body and not _needs_parser(text, body)
 
 
+def escapes_next(body: str) -> bool:
+    """Whether body ends in an unescaped backslash, which escapes what follows it."""
+    return (len(body) - len(body.rstrip("\\"))) % 2 == 1
+
+
 def _for_pathspec(text: str) -> str:
     """The pattern as pathspec must read it to mean what git means."""
     text = text.replace("\n", _NL)
@@ -106,7 +111,7 @@ def _for_pathspec(text: str) -> str:
     # A tab (or NBSP…) that git keeps goes into a bracket, which pathspec's rstrip() cannot reach.
     if text and text[-1].isspace() and text[-1] != " ":
         body = text[:-1]
-        if (len(body) - len(body.rstrip("\\"))) % 2:
+        if escapes_next(body):
             body = body[:-1]  # it was escaped: the bracket replaces the escape
         text = f"{body}[{text[-1]}]"
     # `X/**/` names the directories below X, not X; pathspec reads it as `X/` (forty-third red team's re-attack:

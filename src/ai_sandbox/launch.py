@@ -494,11 +494,11 @@ def run(req: Request) -> int:
     end = _session_end(prepared)
     # The watcher first: a closed terminal's SIGHUP between setting the marks and forking it would leave them
     # set with nobody to clear them (the watcher ignores it and clears them once this process is gone).
-    ended = None
+    told = None
     if prepared.policy.masks or needs or rec.guarded or end is not None:
         from ai_sandbox import watch
 
-        ended = watch.start(
+        told = watch.start(
             prepared.policy, prepared.on_hidden_change, state.moved_log(req.env, root), on_end=end, background=refresh,
             seen=prepared.seen, guarded=rec.guarded, record=rec.path,
         )  # fmt: skip
@@ -509,12 +509,13 @@ def run(req: Request) -> int:
 
         sys.stdout.flush()
         sys.stderr.flush()
-        status = supervise.run(prepared.plan, keep={network.FD: channel} if proxy else None)
+        keep = {network.FD: channel} if proxy else None
+        status = supervise.run(prepared.plan, keep=keep, started=told.started if told is not None else None)
         if end is not None:  # now, not a moment later in the watcher: the user's next git command must see it
             end(os.getpid())
-            if ended is not None:
-                ended()  # and not again in the watcher
-        if proxy:  # bwrap closes what it inherits: this process held the proxy's channel for the session
+            if told is not None:
+                told.ended()  # and not again in the watcher
+        if proxy:  # the backend holds the proxy's channel for the session, and this process did too
             os.close(channel)
             os.waitpid(proxy, 0)  # its lines about refused hosts come before the shell's prompt
         # Nothing is left to do, and Python's teardown of the launch's modules and objects would be ~10 ms more
@@ -523,11 +524,8 @@ def run(req: Request) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)
-    if proxy:  # firejail holds it for the session (keep-fd); dup2 onto itself would leave it closing at the exec
-        if channel == network.FD:
-            os.set_inheritable(channel, True)
-        else:
-            os.dup2(channel, network.FD)
+    if proxy:  # only a host backend has one, and each is supervised
+        raise UnavailableError("the network allowlist needs a supervised backend", "use --backend firejail or bwrap")
     _exec(prepared.plan.argv, prepared.plan.env)
     return 127  # not reached
 

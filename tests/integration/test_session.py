@@ -25,7 +25,7 @@ SCRIPT = 'trap "" INT; echo READY; sleep 2.5; cat .env secrets/key 2>/dev/null; 
 
 
 def _start(ws, script: str = SCRIPT) -> subprocess.Popen:
-    cmd = [AIS, "--", "sh", "-c", script]
+    cmd = [AIS, *ws.backend_args, "--", "sh", "-c", script]
     if ws.user:
         chown_tree(ws.base, ws.user)
         cmd = ["setpriv", f"--reuid={ws.user.uid}", f"--regid={ws.user.gid}", "--clear-groups", "--", *cmd]
@@ -133,11 +133,11 @@ def _session_of_true(ws) -> None:
     assert rc == 0, (ws.base / "out.txt").read_text()
 
 
-@pytest.mark.backends("bwrap")  # under firejail the marks were gone too in every try here
+@pytest.mark.backends("firejail", "bwrap")
 def test_the_index_marks_are_gone_when_the_launch_returns(ws):
     """The user's own edit to a hidden tracked file, then a session, then `git commit -a` at once: with the
     skip-worktree mark still set (the watcher clears it a moment later) git left the edit out of the commit
-    (second red team). Under bwrap the launch waits for bwrap and clears the marks itself before returning."""
+    (second red team). The launch waits for the backend and clears the marks itself before returning."""
     ws.write(".ai-sandbox.toml", 'block = ["prod.tfvars"]\n')
     ws.write("prod.tfvars", "key = 1\n")
     ws.git("add", ".")
@@ -177,3 +177,26 @@ def test_an_edit_git_has_yet_to_look_at_survives_the_marks(ws):
     assert ws.git("status", "--porcelain") == " M prod.tfvars\n"
     ws.git("commit", "-qam", "after")
     assert ws.git("show", "HEAD:prod.tfvars") == "key = 2\n"
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_a_launch_killed_outright_takes_the_sandbox_with_it(ws):
+    """`kill -9` of the launch, or the watcher's SIGKILL for an agent that ignores SIGTERM: nothing of the session
+    runs on (firejail has no --die-with-parent: the watcher ends the backend the launch told it of), and the
+    session's end still runs (the watcher does it, once the sandbox is gone)."""
+    _secrets(ws)
+    ws.git("init", "-q")
+    tag = f"ais-kill-{os.getpid()}-{time.monotonic_ns()}"
+    proc = _start(ws, f"git config core.fsmonitor /bin/false && trap '' INT TERM HUP; echo READY; sleep 60 # {tag}")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=20)  # EOF: the watcher, which holds stderr, has ended the session
+
+    def running() -> list[str]:
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        return [line for line in ps.splitlines() if tag in line]
+
+    assert running() == [], "the sandbox outlived its launch"
+    fsmonitor = subprocess.run(
+        ["git", "config", "--file", str(ws.repo / ".git" / "config"), "core.fsmonitor"], capture_output=True, text=True
+    )
+    assert fsmonitor.stdout == "", "the session's end did not run"

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -357,6 +358,53 @@ def test_ctrl_c_on_the_terminal_reaches_the_agent_once_and_the_sandbox_stays(ws_
     out, rc = _on_a_terminal(ws_self, [AIS, *ws_self.backend_args, "--", sys.executable, "-c", _COUNTER], b"\x03")
     assert "GOT SIGINT\r\n" in out, out
     assert rc == 1, out  # the agent's own status: it ran to its end, one signal received
+
+
+# The agent counts what reaches it for 3 s, then writes it down: its terminal is gone by then.
+_HANGUP_COUNTER = """
+import signal, time
+got = []
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, lambda n, f: got.append(signal.Signals(n).name))
+print("READY", flush=True)
+end = time.monotonic() + 3
+while time.monotonic() < end:
+    time.sleep(0.02)
+with open("counted.txt", "w") as f:
+    f.write(",".join(got) or "-")
+"""
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_a_closed_terminal_reaches_the_agent_once(ws_self):
+    """The terminal closes (a window shut, an ssh connection lost): the agent gets its SIGHUP, once, and its
+    handler runs (under firejail, when the launch became firejail, firejail died of the hang-up and took the
+    agent down with it)."""
+    import pty
+
+    # a shell leads the terminal's session, as the user's does, and dies of the hang-up: the kernel then sends
+    # SIGHUP to the foreground process group, the launch's
+    launch = [AIS, *ws_self.backend_args, "--", sys.executable, "-c", _HANGUP_COUNTER]
+    argv = ["/bin/sh", "-c", '"$@"; exit $?', "sh", *launch]
+    pid, master = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        default_signals()
+        os.chdir(ws_self.repo)
+        os.execve(argv[0], argv, ws_self.env())
+    out = b""
+    while b"READY" not in out:
+        chunk = os.read(master, 4096)
+        assert chunk, out
+        out += chunk
+    os.close(master)  # the hang-up
+    os.waitpid(pid, 0)
+    counted = ws_self.repo / "counted.txt"
+    deadline = time.monotonic() + 20
+    while not counted.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert counted.exists(), f"the agent was ended without its handler running: {out!r}"
+    time.sleep(0.1)  # written whole
+    assert counted.read_text() == "SIGHUP", out
 
 
 @pytest.mark.backends("firejail", "bwrap")

@@ -642,9 +642,12 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
     held = skipworktree.Held(marks.needs) if marks.needs else None
     stashed: list[str] = []
     log = ""
-    if dirs:
+    indexes: dict[str, tuple[int, ...]] = {}
+    if dirs or files:
         from ai_sandbox import unwritten
 
+        indexes = unwritten.index_keys(policy.root, trees)
+    if dirs:
         log = unwritten.stash_log(policy.root)
         stashed = unwritten.stashes(log, policy.root)  # for the session's end
 
@@ -656,7 +659,7 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
         if dirs or files:
             from ai_sandbox import unwritten
 
-            unwritten.after(policy.root, seen, unwritten.pending(policy, trees, marks), stashed, log)
+            unwritten.after(policy.root, seen, unwritten.pending(policy, trees, marks, indexes), stashed, log)
 
     return end
 

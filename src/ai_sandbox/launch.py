@@ -495,12 +495,13 @@ def run(req: Request) -> int:
     # The watcher first: a closed terminal's SIGHUP between setting the marks and forking it would leave them
     # set with nobody to clear them (the watcher ignores it and clears them once this process is gone).
     told = None
-    if prepared.policy.masks or needs or rec.guarded or end is not None:
+    outlives = prepared.plan.outlives  # nothing to watch, but a backend to end should this process be killed
+    if prepared.policy.masks or needs or rec.guarded or end is not None or outlives:
         from ai_sandbox import watch
 
         told = watch.start(
             prepared.policy, prepared.on_hidden_change, state.moved_log(req.env, root), on_end=end, background=refresh,
-            seen=prepared.seen, guarded=rec.guarded, record=rec.path,
+            seen=prepared.seen, guarded=rec.guarded, record=rec.path, always=outlives,
         )  # fmt: skip
     skipworktree.protect(req.env, root, prepared.marks)
     proxy, channel = _start_proxy(prepared)  # after the watcher's fork: only the sandbox may hold the channel
@@ -510,7 +511,7 @@ def run(req: Request) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         keep = {network.FD: channel} if proxy else None
-        status = supervise.run(prepared.plan, keep=keep, started=told.started if told is not None else None)
+        waited = supervise.run(prepared.plan, keep=keep, started=told.started if told is not None else None)
         if end is not None:  # now, not a moment later in the watcher: the user's next git command must see it
             end(os.getpid())
             if told is not None:
@@ -523,7 +524,7 @@ def run(req: Request) -> int:
         # exit handler is ours, and the watcher is a process of its own.
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(status)
+        os._exit(supervise.become(waited))
     if proxy:  # only a host backend has one, and each is supervised
         raise UnavailableError("the network allowlist needs a supervised backend", "use --backend firejail or bwrap")
     _exec(prepared.plan.argv, prepared.plan.env)

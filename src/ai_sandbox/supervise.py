@@ -26,7 +26,7 @@ import signal
 import time
 from collections.abc import Callable
 
-from ai_sandbox.backends.plan import LaunchPlan
+from ai_sandbox.backends.plan import Checked, LaunchPlan
 
 FORWARDED = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
 # What the sandbox's own processes above the agent (the backend, its init) ignore; the agent gets these directly
@@ -108,14 +108,16 @@ def _child(plan: LaunchPlan, moves: dict[int, int], stdio: tuple[int, int, int] 
 
 
 def run(plan: LaunchPlan, keep: dict[int, int] | None = None, started: Callable[[int], None] | None = None) -> int:
-    """Start plan under this process's supervision; its exit status, once it is gone. started(pid) is told the
-    backend's pid at once (the watcher: should this process be killed, it ends the backend)."""
+    """Start plan under this process's supervision; its wait status, once it is gone (become() ends this process
+    with it, once the session's end has run). started(pid) is told the backend's pid at once (the watcher: should
+    this process be killed, it ends the backend)."""
     waited = {*FORWARDED, signal.SIGCHLD}
     kept = ignored()
     signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     pid = spawn(plan, keep=keep)
     if started is not None:
         started(pid)
+    marker = plan.check.path if isinstance(plan.check, Checked) else ""
     pending: dict[int, float] = {}  # signal -> when it came, until the agent can be given it
     while True:
         info = signal.sigtimedwait(waited, 0.01) if pending else signal.sigwaitinfo(waited)
@@ -124,7 +126,7 @@ def run(plan: LaunchPlan, keep: dict[int, int] | None = None, started: Callable[
         elif info.si_signo == signal.SIGCHLD:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
-                return _become(status)
+                return status
         elif info.si_code == SI_KERNEL:
             pass  # the terminal's: the agent got it too
         elif info.si_signo in plan.to_backend:
@@ -133,32 +135,63 @@ def run(plan: LaunchPlan, keep: dict[int, int] | None = None, started: Callable[
         else:
             pending.setdefault(info.si_signo, time.monotonic())
         if pending:
-            _forward(pid, pending, kept)
+            _forward(pid, marker, pending, kept)
 
 
-def _forward(backend: int, pending: dict[int, float], kept: frozenset[int]) -> None:
-    """Pass the pending signals to the agent: the child of the backend's init (bwrap's, or firejail's process in the
-    sandbox's pid namespace). Until the launch check has given that process the caller's dispositions, it ignores
-    all that the backend ignores, and a signal would be lost (a `timeout` or a closed terminal during the start left
-    the agent running): one stays pending until the agent does not ignore it (or the caller ignored it too: kept).
-    One the agent ignores once it has its dispositions is dropped, as the kernel would drop it (a signal waited for
-    here held every later one: the watcher's SIGTERM ending a session waited for an ignored Ctrl-C). A sandbox that
-    has not got that far 30 s after a signal came is killed."""
-    init = children(backend)
-    agent = children(init[0]) if init else []
-    ignoring = _ignored(agent[0]) if agent else None
-    handed = ignoring is not None and not {int(s) for s in IGNORED_ABOVE} - kept <= ignoring
+def _forward(backend: int, marker: str, pending: dict[int, float], kept: frozenset[int]) -> None:
+    """Pass the pending signals to the agent (agent()). Until the launch check has given it the caller's dispositions
+    and exec'd it, the process that will be the agent ignores all that the backend ignores, and a signal would be lost
+    (a `timeout` or a closed terminal during the start left the agent running): a signal stays pending until then.
+    One the agent ignores is dropped, as the kernel would drop it (a signal waited for here held every later one: the
+    watcher's SIGTERM ending a session waited for an ignored Ctrl-C). A sandbox that has not got that far 30 s after
+    a signal came is killed."""
+    agent = _agent(backend, marker) if marker else _first_grandchild(backend)
+    ignoring = _ignored(agent) if agent else None
     for sig, since in list(pending.items()):
-        if ignoring is not None and (sig in kept or sig not in ignoring):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(agent[0], sig)
-            del pending[sig]
-        elif handed:
+        if agent and ignoring is not None:
+            if sig in kept or sig not in ignoring:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(agent, sig)
             del pending[sig]
         elif time.monotonic() - since > 30:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(backend, signal.SIGKILL)
             pending.clear()
+
+
+def _agent(backend: int, marker: str) -> int | None:
+    """The agent's pid once the launch check has exec'd it; None before. Below the backend's init, each process down
+    to the agent names the launch check's spec (marker) in its command line: the backend before its exec, a shell
+    firejail puts before the command as a user (measured: `/bin/sh -c -- '…'`, which stays), the check itself; the
+    agent's does not (forty-fourth red team: under firejail as a user the shell was taken for the agent, and the
+    signals went to it). A firejail helper run before the command (fnet) is none of them."""
+    init = children(backend)
+    p = init[0] if init else 0
+    for _ in range(8):
+        # not a zombie (no command line: a helper not yet reaped, where a signal would be lost), not a gone one
+        alive = [(c, cmd) for c in (children(p) if p else []) if (cmd := _cmdline(c)) not in (None, [""])]
+        if not alive:
+            return None
+        p, cmd = alive[0]
+        if cmd[0].startswith(("/usr/lib/", "/usr/libexec/")) and "/firejail/" in cmd[0]:
+            return None  # a helper firejail runs before the command
+        if not any(marker in a for a in cmd):
+            return p
+    return None
+
+
+def _first_grandchild(backend: int) -> int | None:
+    init = children(backend)
+    agent = children(init[0]) if init else []
+    return agent[0] if agent else None
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [os.fsdecode(a) for a in f.read().split(b"\0")]
+    except OSError:
+        return None
 
 
 def _ignored(pid: int) -> frozenset[int] | None:
@@ -183,13 +216,15 @@ def children(pid: int) -> list[int]:
         return []
 
 
-def _become(status: int) -> int:
-    """The exit status to return for the backend's wait status; killed by a signal, die of it too."""
+def become(status: int) -> int:
+    """The exit status for the backend's wait status; killed by a signal, this process dies of it too (SIGKILL, which
+    has no disposition to set: signal() of it raised, and the launch exited 70 without the session's end: red team)."""
     if os.WIFEXITED(status):
         return os.WEXITSTATUS(status)
     sig = os.WTERMSIG(status)
-    signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+    if sig != signal.SIGKILL:
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
     os.kill(os.getpid(), sig)
     return 128 + sig
 

@@ -55,6 +55,7 @@ def start(
     seen: Snapshot | None = None,
     guarded: Mapping[str, Iterable[str]] | None = None,
     record: str = "",
+    always: bool = False,
 ) -> Told | None:
     """Fork the watcher for this process, which is about to become the sandbox; returns in the parent.
     mode is config's on_hidden_change: "end" the session, or "warn". on_end(pid) runs once the sandbox is gone
@@ -64,12 +65,13 @@ def start(
     guarded: other roots' records -> the paths they hold and their directories, looked at now; the watcher notes
     in that root's log (`<record>.moved.<pid>`) those that moved during the session. record: this root's. At the
     end the watcher reads them all again: what a launch recorded during the session (the user launched meanwhile)
-    that is no longer what it recorded is noted too (twelfth red team).
+    that is no longer what it recorded is noted too (twelfth red team). always: a watcher with nothing else to do,
+    for the backend it is told of (firejail, which a killed launch would leave running: forty-fourth red team).
     Returns the launch's side of a pipe to the watcher (Told): the backend's pid, and that this process ran on_end
     itself (a supervised launch ends the session as soon as the sandbox is gone: done twice, its line came twice);
     a process that dies without saying so leaves on_end to the watcher, which first ends the backend it was told of
     (a launch killed by SIGKILL, or by the watcher: firejail, with no --die-with-parent, would run on alone)."""
-    if not policy.masks and on_end is None and not guarded:
+    if not policy.masks and on_end is None and not guarded and not always:
         return None
     target = os.getpid()
     paths = [m.path for m in policy.masks]

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -24,15 +25,15 @@ pytestmark = pytest.mark.sandbox
 SCRIPT = 'trap "" INT; echo READY; sleep 2.5; cat .env secrets/key 2>/dev/null; echo SURVIVED'
 
 
-def _start(ws, script: str = SCRIPT) -> subprocess.Popen:
+def _start(ws, script: str = SCRIPT, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
     cmd = [AIS, *ws.backend_args, "--", "sh", "-c", script]
     if ws.user:
         chown_tree(ws.base, ws.user)
         cmd = ["setpriv", f"--reuid={ws.user.uid}", f"--regid={ws.user.gid}", "--clear-groups", "--", *cmd]
     proc = subprocess.Popen(
         cmd,
-        cwd=ws.repo,
-        env=ws.env(),
+        cwd=cwd or ws.repo,
+        env=env or ws.env(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -200,3 +201,81 @@ def test_a_launch_killed_outright_takes_the_sandbox_with_it(ws):
         ["git", "config", "--file", str(ws.repo / ".git" / "config"), "core.fsmonitor"], capture_output=True, text=True
     )
     assert fsmonitor.stdout == "", "the session's end did not run"
+
+
+def _gone(tag: str, within: float = 10.0) -> bool:
+    """No process whose command line holds tag, within that many seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        if not any(tag in line for line in ps.splitlines()):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_a_launch_killed_with_nothing_to_watch_takes_the_sandbox_with_it(ws):
+    """Not a git repository, nothing hidden: no watcher had anything to watch, so none ran, and under firejail (no
+    --die-with-parent) `kill -9` of the launch left firejail and the agent running (forty-fourth red team)."""
+    tag = f"ais-plain-{os.getpid()}-{time.monotonic_ns()}"
+    plain, home = ws.base / "plain", ws.base / "plainhome"  # an empty home: nothing of it hidden either
+    plain.mkdir()
+    home.mkdir()
+    env = {**ws.env(), "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    env.update(XDG_CACHE_HOME=str(home / ".cache"), XDG_STATE_HOME=str(home / ".state"))
+    proc = _start(ws, f"echo READY; sleep 60 # {tag}", cwd=plain, env=env)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=20)
+    assert _gone(tag), "the sandbox outlived its launch"
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_a_backend_killed_outright_still_ends_the_session_first(ws):
+    """The backend dies of SIGKILL (its 30 s limit for an agent that never starts, or anyone's kill -9): the launch
+    ends the session, then dies of the same signal. It tried to set SIGKILL's disposition, which raised, and exited 70
+    with the session's end left to the watcher (forty-fourth red team)."""
+    _secrets(ws)
+    ws.git("init", "-q")
+    proc = _start(ws, "git config core.fsmonitor /bin/false && echo READY; sleep 60")
+    from ai_sandbox import supervise
+
+    backend = [p for p in supervise.children(proc.pid) if Path(f"/proc/{p}/comm").read_text().strip() == ws.backend]
+    assert backend, "no backend below the launch"
+    os.kill(backend[0], signal.SIGKILL)
+    _, err = proc.communicate(timeout=20)
+    fsmonitor = subprocess.run(
+        ["git", "config", "--file", str(ws.repo / ".git" / "config"), "core.fsmonitor"], capture_output=True, text=True
+    )
+    assert fsmonitor.stdout == "", f"the session's end had not run when the launch returned: {err}"
+    assert proc.returncode == -signal.SIGKILL, err
+
+
+HUP_SCRIPT = "trap 'echo HANDLER-RAN; exit 5' HUP; echo READY; sleep 30 & wait"
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_a_hang_up_sent_to_the_launch_reaches_the_agents_handler(ws):
+    """As root and as a user: under firejail as a user a shell stands between firejail's init and the launch check,
+    and the signal went to it (forty-fourth red team: the handler never ran, and 30 s later the sandbox was killed)."""
+    proc = _start(ws, HUP_SCRIPT)
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=20)
+    assert "HANDLER-RAN" in out, err
+    assert proc.returncode == 5, err
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_the_session_ends_with_the_agent(ws):
+    """A job the agent leaves running ends with it, and the status is the agent's: firejail kept the sandbox (and
+    the launch) open while any process ran in it, and exited with the last one's status (forty-fourth red team: a
+    SIGHUP to the launch ended the agent, its `sleep` kept the session 20 s, and the status was 0)."""
+    started = time.monotonic()
+    proc = _start(ws, "sleep 30 & echo READY; exit 3")
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 3, err
+    assert time.monotonic() - started < 10
+    proc = _start(ws, "echo READY; sleep 30")
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode in (128 + signal.SIGHUP, -signal.SIGHUP), (proc.returncode, err)

@@ -240,6 +240,11 @@ class Firejail:
             b"writable-etc",
             b"writable-var",
             b"writable-var-log",
+            # the sandbox ends with the agent, with the agent's status, as under bwrap: by default firejail waits for
+            # every process left in it (a background job kept the session, and the launch, open) and exits with the
+            # last one's status (0 when the agent died of a SIGHUP its children outlived: forty-fourth red team)
+            b"deterministic-shutdown",
+            b"deterministic-exit-code",
         ]
         lines += self.private_sockets(policy.sockets)
         # the sandbox's own runtime directory, writable whatever order firejail mounts its whitelist tmpfs and the
@@ -363,4 +368,5 @@ class Firejail:
             scratch=scratch,
             supervised=True,
             to_backend=(2, 15),  # SIGINT, SIGTERM: firejail gives the agent a SIGTERM, then ends the sandbox
+            outlives=True,
         )

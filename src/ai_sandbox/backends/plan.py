@@ -56,6 +56,7 @@ class LaunchPlan:
     # signals the launch passes to the backend itself, not the agent: it passes them on and ends the whole sandbox
     # (firejail's SIGINT and SIGTERM: its sandbox otherwise lives on while any process in it runs)
     to_backend: tuple[int, ...] = ()
+    outlives: bool = False  # the backend runs on when the launch is killed (no --die-with-parent): a watcher ends it
 
     @property
     def argv(self) -> list[str]:

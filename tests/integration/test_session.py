@@ -251,7 +251,8 @@ def test_a_backend_killed_outright_still_ends_the_session_first(ws):
     assert proc.returncode == -signal.SIGKILL, err
 
 
-HUP_SCRIPT = "trap 'echo HANDLER-RAN; exit 5' HUP; echo READY; sleep 30 & wait"
+# No job left behind when the handler exits: under firejail it would hold the session open (backends.md)
+HUP_SCRIPT = "trap 'echo HANDLER-RAN; exit 5' HUP; echo READY; while :; do sleep 0.1; done"
 
 
 @pytest.mark.backends("firejail", "bwrap")

@@ -392,10 +392,13 @@ def test_a_closed_terminal_reaches_the_agent_once(ws_self):
         os.chdir(ws_self.repo)
         os.execve(argv[0], argv, ws_self.env())
     out = b""
-    while b"READY" not in out:
+    while b"READY\r\n" not in out:
         chunk = os.read(master, 4096)
         assert chunk, out
         out += chunk
+    # the agent's write of its line done and its loop begun: a hang-up within that write made it fail (EIO), and
+    # the agent died of the exception (CI, once, as a user under bwrap)
+    time.sleep(0.3)
     os.close(master)  # the hang-up
     os.waitpid(pid, 0)
     counted = ws_self.repo / "counted.txt"

@@ -240,10 +240,6 @@ class Firejail:
             b"writable-etc",
             b"writable-var",
             b"writable-var-log",
-            # the agent's status, as under bwrap: by default firejail exits with the last process's (0 when the agent
-            # died of a SIGHUP a background job outlived: forty-fourth red team). Not deterministic-shutdown, which
-            # would end the sandbox with the agent as bwrap does: it costs every launch 100 ms (measured, `true`)
-            b"deterministic-exit-code",
         ]
         lines += self.private_sockets(policy.sockets)
         # the sandbox's own runtime directory, writable whatever order firejail mounts its whitelist tmpfs and the
@@ -345,7 +341,7 @@ class Firejail:
         return out
 
     def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str], seen: Snapshot | None = None) -> LaunchPlan:
-        from ai_sandbox import idents, supervise, verify
+        from ai_sandbox import idents, verify
 
         seen = seen or idents.take(policy)
         own = within_writes(own_files(env, self.unexpressible, policy.root, self.user), policy.writes)
@@ -361,11 +357,8 @@ class Firejail:
             sandbox=[self.executable or "firejail", "--quiet", f"--profile={profile_path}", "--"],
             agent=argv,
             check=checked(policy, own, cwd, scratch, env, self.name, seen),
-            env={**verify.carried(dict(env), seen.when), verify.IGNORED_ENV: supervise.caller_ignored()},
+            env=verify.carried(dict(env), seen.when),
             extra_files={profile_path: content},
             dirs=dict.fromkeys([*own.create, *policy.writes.make], 0o700),
             scratch=scratch,
-            supervised=True,
-            to_backend=(2, 15),  # SIGINT, SIGTERM: firejail gives the agent a SIGTERM, then ends the sandbox
-            outlives=True,
         )

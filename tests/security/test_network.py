@@ -22,6 +22,7 @@ from tests.conftest import (
     Workspace,
     token,
 )
+from tests.listeners import Answering, listening
 
 pytestmark = pytest.mark.sandbox
 
@@ -106,49 +107,35 @@ class Servers:
         self.token = token("NETLEAK")
         self.http_token = token("ALLOWED")
         self.udp_got: list[bytes] = []
-        self.tcp = self._listen(socket.AF_INET, ("0.0.0.0", 0), self.token.encode())
-        self.http = self._listen(
+        self.tcp = listening(socket.AF_INET, ("0.0.0.0", 0), self.token.encode())
+        self.http = listening(
             socket.AF_INET, ("127.0.0.1", 0), b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (
                 len(self.http_token), self.http_token.encode()), read_first=True,
         )  # fmt: skip
         self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.udp.bind(("127.0.0.1", 0))
-        threading.Thread(target=self._udp, daemon=True).start()
+        self._udp_thread = threading.Thread(target=self._udp, daemon=True)
+        self._udp_thread.start()
         self.abstract_name = "ais-test-" + self.token
-        self.abstract = self._listen(socket.AF_UNIX, "\0" + self.abstract_name, self.token.encode())
-
-    def _listen(self, family, addr, answer: bytes, read_first: bool = False) -> socket.socket:
-        s = socket.socket(family, socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(addr)
-        s.listen(16)
-
-        def serve() -> None:
-            while True:
-                try:
-                    c, _ = s.accept()
-                except OSError:
-                    return
-                with contextlib.suppress(OSError):
-                    if read_first:
-                        c.settimeout(5)
-                        c.recv(4096)
-                    c.sendall(answer)
-                    c.close()
-
-        threading.Thread(target=serve, daemon=True).start()
-        return s
+        self.abstract = listening(socket.AF_UNIX, "\0" + self.abstract_name, self.token.encode())
 
     def _udp(self) -> None:
         while True:
             try:
-                self.udp_got.append(self.udp.recv(200))
+                got = self.udp.recv(200)
             except OSError:
                 return
+            if not got:  # shut down
+                return
+            self.udp_got.append(got)
 
     def close(self) -> None:
-        for s in (self.tcp, self.http, self.udp, self.abstract):
+        for s in (self.tcp, self.http, self.abstract):
             s.close()
+        with contextlib.suppress(OSError):
+            self.udp.shutdown(socket.SHUT_RDWR)
+        self._udp_thread.join(10)
+        self.udp.close()
 
 
 @pytest.fixture
@@ -156,6 +143,17 @@ def servers():
     s = Servers()
     yield s
     s.close()
+
+
+def test_a_closed_servers_set_answers_no_more():
+    """The harness itself: once a test's servers are closed, nothing of theirs answers a later test's connection
+    (a thread left in accept() kept the port listening, and could accept on the next test's socket)."""
+    s = Servers()
+    ports = [s.tcp.getsockname()[1], s.http.getsockname()[1]]
+    s.close()
+    for port in ports:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=3)
 
 
 def lan_address() -> str:
@@ -330,7 +328,7 @@ class UnixServers:
             self.dirs.append(Path(self.paths["runtime (podman)"]).parent)
         del pwd
 
-    def _serve(self, path: str, answer: bytes, uid: int, gid: int) -> socket.socket:
+    def _serve(self, path: str, answer: bytes, uid: int, gid: int) -> Answering:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.bind(path)
@@ -340,19 +338,7 @@ class UnixServers:
             os.chown(d, uid, gid)
             d = os.path.dirname(d)
         s.listen(8)
-
-        def serve() -> None:
-            while True:
-                try:
-                    c, _ = s.accept()
-                except OSError:
-                    return
-                with contextlib.suppress(OSError):
-                    c.sendall(answer)
-                    c.close()
-
-        threading.Thread(target=serve, daemon=True).start()
-        return s
+        return Answering(s, answer)
 
     def close(self) -> None:
         import shutil
@@ -571,14 +557,6 @@ def test_this_machines_own_address_is_refused_unless_its_port_is_named(ws, serve
     assert servers.token in res.out  # named exactly, it is the user's choice
 
 
-def _answer_until_closed(s: socket.socket, answer: bytes) -> None:
-    with contextlib.suppress(OSError):
-        while True:
-            c, _ = s.accept()
-            c.sendall(answer)
-            c.close()
-
-
 def _addresses() -> list[str]:
     from ai_sandbox.proxy import local_addresses
 
@@ -605,8 +583,7 @@ def test_deep_and_unlistable_sockets_under_run_are_masked(ws, firejail):
             s.bind(str(path))
             os.chown(path, uid, uid)
             s.listen(4)
-            servers.append(s)
-            threading.Thread(target=_answer_until_closed, args=(s, tok.encode()), daemon=True).start()
+            servers.append(Answering(s, tok.encode()))
         (top / "closed").chmod(0o711)  # enter, not list
         ws.config_file.write_text("")
         args = {"paths": {"deep": str(deep), "unlistable": str(hidden)}}
@@ -624,21 +601,12 @@ def test_a_literal_private_address_never_reaches_the_upstream_proxy(ws, firejail
     """Through the caller's own proxy, an allowed literal private address was handed to it (`CONNECT 10.1.2.3:22`,
     the cloud metadata address), and a name with newlines too."""
     got: list[bytes] = []
-    up = socket.socket()
-    up.bind(("127.0.0.1", 0))
-    up.listen(8)
 
-    def serve() -> None:
-        while True:
-            try:
-                c, _ = up.accept()
-            except OSError:
-                return
-            got.append(c.recv(1000))
-            c.sendall(b"HTTP/1.1 403 no\r\n\r\n")
-            c.close()
+    def refuse(c: socket.socket) -> None:
+        got.append(c.recv(1000))
+        c.sendall(b"HTTP/1.1 403 no\r\n\r\n")
 
-    threading.Thread(target=serve, daemon=True).start()
+    up = listening(socket.AF_INET, ("127.0.0.1", 0), refuse)
     try:
         ws.config_file.write_text('allow_domains = ["10.1.2.3", "169.254.169.254", "*.example.com"]\n')
         code = (

@@ -194,10 +194,10 @@ IDENTITIES = ["root", "user"] if IS_ROOT else ["self"]
 
 
 def sessions_ended(ws: Workspace, timeout: float = 20.0, root: Path | None = None) -> None:
-    """Wait until no session of the workspace's still holds index marks: under firejail the launch becomes
-    firejail, and its watcher clears the marks only once the sandbox is gone, a moment after the launch returned
-    (longer on a busy machine than any fixed sleep). Marks still held after `timeout` are a defect, not a wait.
-    root: only the sessions launched from there (another root's may still run)."""
+    """Wait until no session of the workspace's still holds index marks: a launch clears them before it returns,
+    but a session ended by its watcher (a launch killed, another root's session) a moment later (longer on a busy
+    machine than any fixed sleep). Marks still held after `timeout` are a defect, not a wait. root: only the
+    sessions launched from there (another root's may still run)."""
     from ai_sandbox.paths import project_key
 
     journals = ws.home / ".local" / "state" / "ai-sandbox" / "skip-worktree"

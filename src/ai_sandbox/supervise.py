@@ -1,15 +1,20 @@
-"""Run a backend that forwards no signals (bubblewrap) as a child, this process standing in for it.
+"""Run the sandbox (bubblewrap, firejail) as a child, this process standing in for it until the session has ended.
 
-bwrap passes nothing on: `kill PID` or a watcher's SIGTERM to it would either kill it (and, with
---die-with-parent, SIGKILL the agent with no chance to save its work) or, ignored, do nothing. So the
-launch does not exec bwrap: it forks it and stays as its parent (same pid, same process group), and
+The launch does not exec the backend: it forks it and stays as its parent (same pid, same process group), so that
+the session's end (skipworktree's marks, gitsettings' restore, the hooks) is done before the shell gets its
+prompt back. Under firejail the launch once became firejail and left the end to the watcher, which ran it ~20 ms
+after the shell had moved on: a script's next `git status` ran a core.fsmonitor the session had planted (forty-third
+red team). Neither backend passes signals on as the agent needs: bwrap passes nothing (`kill PID` either killed
+it, and with --die-with-parent SIGKILLed the agent, or did nothing), and firejail ends the agent without its
+handler running on a SIGHUP. So
   - the terminal's own signals (Ctrl-C, Ctrl-\\, a hang-up) reach the agent directly, since it is in the
-    foreground process group; bwrap and its init ignore them (verify.py gives the agent back the caller's
-    dispositions), and this process drops them rather than deliver a second Ctrl-C;
-  - a signal sent to this process by kill(2) is passed to the agent (bwrap's init's child);
-  - bwrap's exit status (the agent's, or 128+N when a signal ended it) becomes this process's; if bwrap
-    itself was killed, this process dies of the same signal.
-Inherited file descriptors (a shell's `3<dir`) never reach bwrap: inside, /proc/self/fd/3/.env would
+    foreground process group; the backend and its init ignore them (verify.py gives the agent back the caller's
+    dispositions; firejail still catches Ctrl-C itself, and passes a SIGTERM on), and this process drops them
+    rather than deliver a second one;
+  - a signal sent to this process by kill(2) is passed to the agent (the child of the backend's init);
+  - the backend's exit status (the agent's, or 128+N when a signal ended it) becomes this process's; if the
+    backend itself was killed, this process dies of the same signal.
+Inherited file descriptors (a shell's `3<dir`) never reach the backend: inside, /proc/self/fd/3/.env would
 read beneath every mask.
 """
 
@@ -19,11 +24,12 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Callable
 
-from ai_sandbox.backends.plan import LaunchPlan
+from ai_sandbox.backends.plan import Checked, LaunchPlan
 
 FORWARDED = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
-# What the sandbox's own processes above the agent (bwrap, its init) ignore; the agent gets these directly
+# What the sandbox's own processes above the agent (the backend, its init) ignore; the agent gets these directly
 # from the terminal or its process group. verify.py restores them.
 IGNORED_ABOVE = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)
 SI_KERNEL = 0x80  # si_code of a signal the kernel sent: the terminal's Ctrl-C, Ctrl-\, hang-up
@@ -92,7 +98,7 @@ def _child(plan: LaunchPlan, moves: dict[int, int], stdio: tuple[int, int, int] 
                 os.set_inheritable(fd, False)
     for sig in IGNORED_ABOVE:
         signal.signal(sig, signal.SIG_IGN)
-    for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores these; bwrap gets the defaults
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores these; the backend gets the defaults
         signal.signal(sig, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
     try:
@@ -101,51 +107,104 @@ def _child(plan: LaunchPlan, moves: dict[int, int], stdio: tuple[int, int, int] 
         os.write(2, f"ai-sandbox: error: cannot start {plan.argv[0]}: {e.strerror}\n".encode())
 
 
-def run(plan: LaunchPlan, keep: dict[int, int] | None = None) -> int:
-    """Start plan under this process's supervision; its exit status, once it is gone."""
+def run(plan: LaunchPlan, keep: dict[int, int] | None = None, started: Callable[[int], None] | None = None) -> int:
+    """Start plan under this process's supervision; its wait status, once it is gone (become() ends this process
+    with it, once the session's end has run). started(pid) is told the backend's pid at once (the watcher: should
+    this process be killed, it ends the backend)."""
     waited = {*FORWARDED, signal.SIGCHLD}
     kept = ignored()
     signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     pid = spawn(plan, keep=keep)
+    if started is not None:
+        started(pid)
+    marker = plan.check.path if isinstance(plan.check, Checked) else ""
+    pending: dict[int, float] = {}  # signal -> when it came, until the agent can be given it
     while True:
-        info = signal.sigwaitinfo(waited)
-        if info.si_signo == signal.SIGCHLD:
+        info = signal.sigtimedwait(waited, 0.01) if pending else signal.sigwaitinfo(waited)
+        if info is None:
+            pass
+        elif info.si_signo == signal.SIGCHLD:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
-                return _become(status)
-        elif info.si_code != SI_KERNEL:
-            _forward(pid, info.si_signo, kept)
-
-
-def _forward(bwrap: int, sig: int, kept: frozenset[int]) -> None:
-    """Pass sig to the agent: the child of bwrap's init. Until the launch check has given that process the
-    caller's dispositions, it ignores what bwrap ignores, and the signal would be lost (a `timeout` or a
-    closed terminal during the start left the agent running): so wait until it no longer ignores sig (or
-    the caller ignored it too: kept). A sandbox that never gets that far in 30 s is killed."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        init = children(bwrap)
-        agent = children(init[0]) if init else []
-        if agent and (sig in kept or not _ignores(agent[0], sig)):
+                return status
+        elif info.si_code == SI_KERNEL:
+            pass  # the terminal's: the agent got it too
+        elif info.si_signo in plan.to_backend:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(agent[0], sig)
-            return
-        if os.waitid(os.P_PID, bwrap, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
-            return  # gone already: its SIGCHLD is pending, and the loop reaps it
-        time.sleep(0.01)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(bwrap, signal.SIGKILL)
+                os.kill(pid, info.si_signo)
+        else:
+            pending.setdefault(info.si_signo, time.monotonic())
+        if pending:
+            _forward(pid, marker, pending, kept)
 
 
-def _ignores(pid: int, sig: int) -> bool:
+def _forward(backend: int, marker: str, pending: dict[int, float], kept: frozenset[int]) -> None:
+    """Pass the pending signals to the agent (agent()). Until the launch check has given it the caller's dispositions
+    and exec'd it, the process that will be the agent ignores all that the backend ignores, and a signal would be lost
+    (a `timeout` or a closed terminal during the start left the agent running): a signal stays pending until then.
+    One the agent ignores is dropped, as the kernel would drop it (a signal waited for here held every later one: the
+    watcher's SIGTERM ending a session waited for an ignored Ctrl-C). A sandbox that has not got that far 30 s after
+    a signal came is killed."""
+    agent = _agent(backend, marker) if marker else _first_grandchild(backend)
+    ignoring = _ignored(agent) if agent else None
+    for sig, since in list(pending.items()):
+        if agent and ignoring is not None:
+            if sig in kept or sig not in ignoring:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(agent, sig)
+            del pending[sig]
+        elif time.monotonic() - since > 30:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(backend, signal.SIGKILL)
+            pending.clear()
+
+
+def _agent(backend: int, marker: str) -> int | None:
+    """The agent's pid once the launch check has exec'd it; None before. Below the backend's init, each process down
+    to the agent names the launch check's spec (marker) in its command line: the backend before its exec, a shell
+    firejail puts before the command as a user (measured: `/bin/sh -c -- '…'`, which stays), the check itself; the
+    agent's does not (forty-fourth red team: under firejail as a user the shell was taken for the agent, and the
+    signals went to it). A firejail helper run before the command (fnet) is none of them."""
+    init = children(backend)
+    p = init[0] if init else 0
+    for _ in range(8):
+        # not a zombie (no command line: a helper not yet reaped, where a signal would be lost), not a gone one
+        alive = [(c, cmd) for c in (children(p) if p else []) if (cmd := _cmdline(c)) not in (None, [""])]
+        if not alive:
+            return None
+        p, cmd = alive[0]
+        if cmd[0].startswith(("/usr/lib/", "/usr/libexec/")) and "/firejail/" in cmd[0]:
+            return None  # a helper firejail runs before the command
+        if not any(marker in a for a in cmd):
+            return p
+    return None
+
+
+def _first_grandchild(backend: int) -> int | None:
+    init = children(backend)
+    agent = children(init[0]) if init else []
+    return agent[0] if agent else None
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [os.fsdecode(a) for a in f.read().split(b"\0")]
+    except OSError:
+        return None
+
+
+def _ignored(pid: int) -> frozenset[int] | None:
+    """The signals pid ignores; None when it cannot be read (gone)."""
     try:
         with open(f"/proc/{pid}/status", "rb") as f:
             for line in f:
                 if line.startswith(b"SigIgn:"):
-                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
-    except OSError:
+                    mask = int(line.split()[1], 16)
+                    return frozenset(n for n in range(1, 65) if mask >> (n - 1) & 1)
+    except (OSError, ValueError):
         pass
-    return False
+    return None
 
 
 def children(pid: int) -> list[int]:
@@ -157,13 +216,15 @@ def children(pid: int) -> list[int]:
         return []
 
 
-def _become(status: int) -> int:
-    """The exit status to return for bwrap's wait status; killed by a signal, die of it too."""
+def become(status: int) -> int:
+    """The exit status for the backend's wait status; killed by a signal, this process dies of it too (SIGKILL, which
+    has no disposition to set: signal() of it raised, and the launch exited 70 without the session's end: red team)."""
     if os.WIFEXITED(status):
         return os.WEXITSTATUS(status)
     sig = os.WTERMSIG(status)
-    signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+    if sig != signal.SIGKILL:
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
     os.kill(os.getpid(), sig)
     return 128 + sig
 

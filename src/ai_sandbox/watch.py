@@ -55,7 +55,8 @@ def start(
     seen: Snapshot | None = None,
     guarded: Mapping[str, Iterable[str]] | None = None,
     record: str = "",
-) -> Callable[[], None] | None:
+    always: bool = False,
+) -> Told | None:
     """Fork the watcher for this process, which is about to become the sandbox; returns in the parent.
     mode is config's on_hidden_change: "end" the session, or "warn". on_end(pid) runs once the sandbox is gone
     (the index marks of skipworktree.py are cleared there). background runs once, in a process of its own at
@@ -64,11 +65,13 @@ def start(
     guarded: other roots' records -> the paths they hold and their directories, looked at now; the watcher notes
     in that root's log (`<record>.moved.<pid>`) those that moved during the session. record: this root's. At the
     end the watcher reads them all again: what a launch recorded during the session (the user launched meanwhile)
-    that is no longer what it recorded is noted too (twelfth red team).
-    Returns what tells the watcher that this process ran on_end itself (a supervised launch ends the session
-    as soon as the sandbox is gone: done twice, its line came twice); a process that execs or dies without
-    calling it leaves on_end to the watcher."""
-    if not policy.masks and on_end is None and not guarded:
+    that is no longer what it recorded is noted too (twelfth red team). always: a watcher with nothing else to do,
+    for the backend it is told of (firejail, which a killed launch would leave running: forty-fourth red team).
+    Returns the launch's side of a pipe to the watcher (Told): the backend's pid, and that this process ran on_end
+    itself (a supervised launch ends the session as soon as the sandbox is gone: done twice, its line came twice);
+    a process that dies without saying so leaves on_end to the watcher, which first ends the backend it was told of
+    (a launch killed by SIGKILL, or by the watcher: firejail, with no --die-with-parent, would run on alone)."""
+    if not policy.masks and on_end is None and not guarded and not always:
         return None
     target = os.getpid()
     paths = [m.path for m in policy.masks]
@@ -102,15 +105,10 @@ def start(
         os.close(done_r)
         for fd in held.values():
             os.close(fd)
-
-        def ended() -> None:
-            with contextlib.suppress(OSError):
-                os.write(done_w, b"1")
-                os.close(done_w)
-
-        return ended
+        return Told(done_w)
     os.close(done_w)
     code = 0
+    launch = _Heard(done_r, target)
     try:
         # out of the agent's process group and session: kill(0, SIGSTOP or SIGKILL) from inside the sandbox
         # reaches the whole group across pid namespaces, and would freeze or end the watcher (red team)
@@ -119,12 +117,13 @@ def start(
             _detach(background)
         known = {p: seen.files[p] if seen is not None and p in seen.files else _ident(p) for p in paths}
         # no paths (on_end only): it outlives the sandbox
-        _child(paths, known, target, mode, moved_log, theirs, record, dir_ids, held)
+        _child(paths, known, target, mode, moved_log, theirs, record, dir_ids, held, launch)
     except BaseException:  # a watcher must never print a traceback over the agent's screen
         code = 1
     finally:
         try:
-            if on_end is not None and not _said(done_r):
+            launch.settle()
+            if on_end is not None and not launch.ended:
                 on_end(target)
         finally:
             os._exit(code)
@@ -214,12 +213,100 @@ def _dir_key(d: str) -> bytes:
     return b"%d:%d" % now if now is not None else NONE
 
 
-def _said(fd: int) -> bool:
-    """The launch wrote that it ended the session itself (it is gone by now: EOF otherwise)."""
+class Told:
+    """The launch's side of the pipe to its watcher (not inherited by an exec)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def started(self, pid: int) -> None:
+        """The backend's pid, and when it started (a pid reused by then is not the backend's)."""
+        with contextlib.suppress(OSError):
+            os.write(self.fd, b"B %d %d\n" % (pid, _started_at(pid)))
+
+    def ended(self) -> None:
+        """This process ran the session's end itself: the watcher does not."""
+        with contextlib.suppress(OSError):
+            os.write(self.fd, b"E\n")
+            os.close(self.fd)
+
+
+class _Heard:
+    """What the watcher heard from its launch (target), read once the launch is gone: all it wrote is in the pipe
+    then, and the proxy, forked later, may still hold the pipe's other end (never read to its end)."""
+
+    def __init__(self, fd: int, target: int) -> None:
+        self.fd = fd
+        self.target = target
+        self.ended = False
+        self.backend: tuple[int, int] | None = None
+        self.settled = False
+
+    def settle(self) -> None:
+        """Wait for the launch to be gone and read what it said; a backend it started, and did not say it outlived
+        (it was killed), is ended now, and waited for: nothing of the session may run once the watcher settles
+        the logs and ends it."""
+        if self.settled:
+            return
+        self.settled = True
+        _wait_gone(self.target)
+        data = b""
+        with contextlib.suppress(OSError):
+            os.set_blocking(self.fd, False)
+            while chunk := os.read(self.fd, 4096):
+                data += chunk
+        for line in data.split(b"\n"):
+            word = line.split()
+            if word == [b"E"]:
+                self.ended = True
+            elif len(word) == 3 and word[0] == b"B" and word[1].isdigit() and word[2].isdigit():
+                self.backend = (int(word[1]), int(word[2]))
+        if self.backend is not None and not self.ended:
+            _end_backend(*self.backend)
+
+
+def _wait_gone(pid: int) -> None:
     try:
-        return os.read(fd, 1) == b"1"
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError) as e:
+        if isinstance(e, ProcessLookupError):
+            return
+        while os.getppid() == pid:  # old kernel: the watcher is the launch's child
+            select.select([], [], [], 0.05)
+        return
+    try:
+        select.select([fd], [], [])
+    finally:
+        os.close(fd)
+
+
+def _started_at(pid: int) -> int:
+    """When pid started (clock ticks since boot, /proc/PID/stat's 22nd field); 0 when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _end_backend(pid: int, started: int) -> None:
+    """SIGKILL the backend, if pid is still that process, and wait for it (5 s at most). Its own init dies with it
+    (bwrap's --die-with-parent, firejail's parent-death signal: measured, the agent was gone), and with that init
+    every process of the sandbox's pid namespace."""
+    try:
+        fd = os.pidfd_open(pid)
     except OSError:
-        return False
+        return  # gone already
+    try:
+        if started == 0 or _started_at(pid) != started:
+            return  # another process now: the backend is gone
+        signal.pidfd_send_signal(fd, signal.SIGKILL)
+        select.select([fd], [], [], 5.0)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 _OUTLIVED = (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGHUP, signal.SIGTERM, signal.SIGPIPE)
@@ -281,6 +368,7 @@ def _child(
     record: str = "",
     dir_ids: Mapping[str, bytes] | None = None,
     held: Mapping[str, int] | None = None,
+    launch: _Heard | None = None,
 ) -> None:
     _outlive_signals()
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -293,6 +381,8 @@ def _child(
     try:
         _watch(paths, known, target, mode, alive, ifd, by_wd, fds)
     finally:  # the sandbox ended, or this session is being ended: a last look for what moved
+        if launch is not None:
+            launch.settle()  # a killed launch's backend first: it could still move what the logs say did not
         _settle_log(moved_log, _changed(paths, parents, dir_ids) + _late(record, [*parents, *paths]))
         for rec, (log, look) in (theirs or {}).items():
             _settle_log(log, _moved_dirs(look, held) + _late(rec, [*look, *paths]))
@@ -433,6 +523,6 @@ def _act(path: str, target: int, mode: str, alive: int | None) -> None:
     if mode == "warn":
         return
     with contextlib.suppress(OSError):
-        os.kill(target, signal.SIGTERM)  # firejail passes it to the agent and tears the sandbox down
+        os.kill(target, signal.SIGTERM)  # the launch passes it to the agent (supervise.py)
         if alive is not None and not select.select([alive], [], [], 3.0)[0]:
             os.kill(target, signal.SIGKILL)  # an agent that ignores SIGTERM

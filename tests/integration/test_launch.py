@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -345,24 +346,75 @@ def _on_a_terminal(ws: Workspace, argv: list[str], keys: bytes) -> tuple[str, in
 
 
 # firejail, measured: Ctrl-C reaches the agent as SIGINT from the terminal and again as SIGTERM from firejail
-# (which gets the terminal's SIGINT too and passes it on as SIGTERM); a SIGHUP to firejail ends the agent
-# without its handler running. bwrap runs under ai-sandbox's own supervisor (supervise.py).
-FIREJAIL_SIGNALS = pytest.param(
-    "firejail", marks=pytest.mark.xfail(strict=True, reason="firejail adds a SIGTERM to Ctrl-C; drops SIGHUP")
+# (which gets the terminal's SIGINT too, whatever it inherited, and passes it on as SIGTERM). Both backends run under
+# ai-sandbox's own supervisor (supervise.py), which passes other signals to the agent itself.
+FIREJAIL_CTRL_C = pytest.param(
+    "firejail", marks=pytest.mark.xfail(strict=True, reason="firejail adds a SIGTERM to Ctrl-C")
 )
 
 
-@pytest.mark.backends(FIREJAIL_SIGNALS, "bwrap")
+@pytest.mark.backends(FIREJAIL_CTRL_C, "bwrap")
 def test_ctrl_c_on_the_terminal_reaches_the_agent_once_and_the_sandbox_stays(ws_self):
     out, rc = _on_a_terminal(ws_self, [AIS, *ws_self.backend_args, "--", sys.executable, "-c", _COUNTER], b"\x03")
     assert "GOT SIGINT\r\n" in out, out
     assert rc == 1, out  # the agent's own status: it ran to its end, one signal received
 
 
-@pytest.mark.backends(FIREJAIL_SIGNALS, "bwrap")
+# The agent counts what reaches it for 3 s, then writes it down: its terminal is gone by then.
+_HANGUP_COUNTER = """
+import signal, time
+got = []
+for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, lambda n, f: got.append(signal.Signals(n).name))
+print("READY", flush=True)
+end = time.monotonic() + 3
+while time.monotonic() < end:
+    time.sleep(0.02)
+with open("counted.txt", "w") as f:
+    f.write(",".join(got) or "-")
+"""
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_a_closed_terminal_reaches_the_agent_once(ws_self):
+    """The terminal closes (a window shut, an ssh connection lost): the agent gets its SIGHUP, once, and its
+    handler runs (under firejail, when the launch became firejail, firejail died of the hang-up and took the
+    agent down with it)."""
+    import pty
+
+    # a shell leads the terminal's session, as the user's does, and dies of the hang-up: the kernel then sends
+    # SIGHUP to the foreground process group, the launch's
+    launch = [AIS, *ws_self.backend_args, "--", sys.executable, "-c", _HANGUP_COUNTER]
+    argv = ["/bin/sh", "-c", '"$@"; exit $?', "sh", *launch]
+    pid, master = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        default_signals()
+        os.chdir(ws_self.repo)
+        os.execve(argv[0], argv, ws_self.env())
+    out = b""
+    while b"READY\r\n" not in out:
+        chunk = os.read(master, 4096)
+        assert chunk, out
+        out += chunk
+    # the agent's write of its line done and its loop begun: a hang-up within that write made it fail (EIO), and
+    # the agent died of the exception (CI, once, as a user under bwrap)
+    time.sleep(0.3)
+    os.close(master)  # the hang-up
+    os.waitpid(pid, 0)
+    counted = ws_self.repo / "counted.txt"
+    deadline = time.monotonic() + 20
+    while not counted.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert counted.exists(), f"the agent was ended without its handler running: {out!r}"
+    time.sleep(0.1)  # written whole
+    assert counted.read_text() == "SIGHUP", out
+
+
+@pytest.mark.backends("firejail", "bwrap")
 def test_a_signal_sent_to_the_launch_reaches_the_agent(ws_self):
-    """`kill PID` of what the shell started (the watcher ending a session does the same): the agent gets it,
-    handles it, and its exit status is the launch's."""
+    """`kill -HUP PID` of what the shell started: the agent gets it, handles it, and its exit status is the
+    launch's (under firejail, when the launch became firejail, a SIGHUP ended the agent without its handler
+    running)."""
     proc = _ready(ws_self, [sys.executable, "-c", _COUNTER])
     proc.send_signal(signal.SIGHUP)
     out, _ = proc.communicate(timeout=20)

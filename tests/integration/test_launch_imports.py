@@ -1,5 +1,5 @@
 """The launch path's import budget, counted rather than timed: what a real launch has imported when it execs the
-backend (firejail) or starts supervising it (bwrap).
+backend (docker) or starts supervising it (firejail, bwrap).
 
 Imports were a third of ai-sandbox's own launch time (issue 29: ~32 ms over a bare interpreter, of a ~110 ms
 overhead on a small project; `make bench` shows the figures). A timed assertion would fail on a busy machine and
@@ -32,10 +32,11 @@ OURS = {
     "ai_sandbox.policy.fit", "ai_sandbox.policy.model", "ai_sandbox.policy.resolve", "ai_sandbox.prefetch",
     "ai_sandbox.profiles",
     "ai_sandbox.records", "ai_sandbox.secretscan", "ai_sandbox.skipworktree", "ai_sandbox.sockets", "ai_sandbox.spawn",
-    "ai_sandbox.state", "ai_sandbox.tools", "ai_sandbox.verify", "ai_sandbox.watch", "ai_sandbox.writes",
+    "ai_sandbox.state", "ai_sandbox.tools", "ai_sandbox.unwritten", "ai_sandbox.verify", "ai_sandbox.watch",
+    "ai_sandbox.writes",
 }  # fmt: skip
 BACKEND_MODULES = {
-    "firejail": {"ai_sandbox.backends.firejail"},
+    "firejail": {"ai_sandbox.backends.firejail", "ai_sandbox.supervise"},
     "bwrap": {"ai_sandbox.backends.bwrap", "ai_sandbox.supervise"},
 }
 # Measured with `python -X importtime` (3.11, on the bench machine): each costs a millisecond or more with what it
@@ -68,10 +69,8 @@ def stop(*args, **kwargs):
     with open(out, "w") as f:
         f.write("\n".join(sorted(set(sys.modules) - base)))
     os._exit(0)
-launch._exec = stop
-if "bwrap" in sys.argv:
-    from ai_sandbox import supervise  # the launch imports it too, for a supervised backend
-    supervise.run = stop
+from ai_sandbox import supervise  # the launch imports it too, for a supervised backend
+supervise.run = stop
 sys.exit(main.main(sys.argv[1:]))
 """
 
@@ -119,26 +118,21 @@ os.execve = stop
 exec(code, {"__name__": "__main__"})
 """
 
-# Run in the launcher's interpreter: a real launch, whose sandbox is started as the launch would start it, with the
-# launch check's program wrapped (CHECK_WRAP).
+# Run in the launcher's interpreter: a real launch, whose sandbox the launch starts and supervises, with the launch
+# check's program wrapped (CHECK_WRAP).
 CHECK_PROBE = r"""
-import os, subprocess, sys
-from ai_sandbox import launch, main, supervise
+import sys
+from ai_sandbox import main, supervise
 from ai_sandbox.backends.plan import Checked
 wrap = sys.argv.pop(1)
 def wrapped(argv):
     i = argv.index("-S") + 1  # python -I -S PROGRAM SPEC: the first -S is the check's
     return [*argv[:i], "-c", wrap, *argv[i:]]
-def exec_(argv, env):
-    sys.stdout.flush()
-    fds = tuple(fd for fd in range(3, 16) if os.path.exists(f"/proc/self/fd/{fd}"))
-    os._exit(subprocess.run(wrapped(list(argv)), env=dict(env), pass_fds=fds).returncode)
-launch._exec = exec_
 supervised = supervise.run
-def run(plan, keep=None):
+def run(plan, keep=None, started=None):
     c = plan.check
     plan.check = Checked(tuple(wrapped(list(c.argv))), c.path, c.spec, c.compiled)
-    return supervised(plan, keep)
+    return supervised(plan, keep, started)
 supervise.run = run
 sys.exit(main.main(sys.argv[1:]))
 """

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -24,15 +25,15 @@ pytestmark = pytest.mark.sandbox
 SCRIPT = 'trap "" INT; echo READY; sleep 2.5; cat .env secrets/key 2>/dev/null; echo SURVIVED'
 
 
-def _start(ws, script: str = SCRIPT) -> subprocess.Popen:
-    cmd = [AIS, "--", "sh", "-c", script]
+def _start(ws, script: str = SCRIPT, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.Popen:
+    cmd = [AIS, *ws.backend_args, "--", "sh", "-c", script]
     if ws.user:
         chown_tree(ws.base, ws.user)
         cmd = ["setpriv", f"--reuid={ws.user.uid}", f"--regid={ws.user.gid}", "--clear-groups", "--", *cmd]
     proc = subprocess.Popen(
         cmd,
-        cwd=ws.repo,
-        env=ws.env(),
+        cwd=cwd or ws.repo,
+        env=env or ws.env(),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -133,11 +134,11 @@ def _session_of_true(ws) -> None:
     assert rc == 0, (ws.base / "out.txt").read_text()
 
 
-@pytest.mark.backends("bwrap")  # under firejail the marks were gone too in every try here
+@pytest.mark.backends("firejail", "bwrap")
 def test_the_index_marks_are_gone_when_the_launch_returns(ws):
     """The user's own edit to a hidden tracked file, then a session, then `git commit -a` at once: with the
     skip-worktree mark still set (the watcher clears it a moment later) git left the edit out of the commit
-    (second red team). Under bwrap the launch waits for bwrap and clears the marks itself before returning."""
+    (second red team). The launch waits for the backend and clears the marks itself before returning."""
     ws.write(".ai-sandbox.toml", 'block = ["prod.tfvars"]\n')
     ws.write("prod.tfvars", "key = 1\n")
     ws.git("add", ".")
@@ -177,3 +178,103 @@ def test_an_edit_git_has_yet_to_look_at_survives_the_marks(ws):
     assert ws.git("status", "--porcelain") == " M prod.tfvars\n"
     ws.git("commit", "-qam", "after")
     assert ws.git("show", "HEAD:prod.tfvars") == "key = 2\n"
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_a_launch_killed_outright_takes_the_sandbox_with_it(ws):
+    """`kill -9` of the launch, or the watcher's SIGKILL for an agent that ignores SIGTERM: nothing of the session
+    runs on (firejail has no --die-with-parent: the watcher ends the backend the launch told it of), and the
+    session's end still runs (the watcher does it, once the sandbox is gone)."""
+    _secrets(ws)
+    ws.git("init", "-q")
+    tag = f"ais-kill-{os.getpid()}-{time.monotonic_ns()}"
+    proc = _start(ws, f"git config core.fsmonitor /bin/false && trap '' INT TERM HUP; echo READY; sleep 60 # {tag}")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=20)  # EOF: the watcher, which holds stderr, has ended the session
+
+    def running() -> list[str]:
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        return [line for line in ps.splitlines() if tag in line]
+
+    assert running() == [], "the sandbox outlived its launch"
+    fsmonitor = subprocess.run(
+        ["git", "config", "--file", str(ws.repo / ".git" / "config"), "core.fsmonitor"], capture_output=True, text=True
+    )
+    assert fsmonitor.stdout == "", "the session's end did not run"
+
+
+def _gone(tag: str, within: float = 10.0) -> bool:
+    """No process whose command line holds tag, within that many seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        if not any(tag in line for line in ps.splitlines()):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_a_launch_killed_with_nothing_to_watch_takes_the_sandbox_with_it(ws):
+    """Not a git repository, nothing hidden: no watcher had anything to watch, so none ran, and under firejail (no
+    --die-with-parent) `kill -9` of the launch left firejail and the agent running (forty-fourth red team)."""
+    tag = f"ais-plain-{os.getpid()}-{time.monotonic_ns()}"
+    plain, home = ws.base / "plain", ws.base / "plainhome"  # an empty home: nothing of it hidden either
+    plain.mkdir()
+    home.mkdir()
+    env = {**ws.env(), "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    env.update(XDG_CACHE_HOME=str(home / ".cache"), XDG_STATE_HOME=str(home / ".state"))
+    proc = _start(ws, f"echo READY; sleep 60 # {tag}", cwd=plain, env=env)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=20)
+    assert _gone(tag), "the sandbox outlived its launch"
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_a_backend_killed_outright_still_ends_the_session_first(ws):
+    """The backend dies of SIGKILL (its 30 s limit for an agent that never starts, or anyone's kill -9): the launch
+    ends the session, then dies of the same signal. It tried to set SIGKILL's disposition, which raised, and exited 70
+    with the session's end left to the watcher (forty-fourth red team)."""
+    _secrets(ws)
+    ws.git("init", "-q")
+    proc = _start(ws, "git config core.fsmonitor /bin/false && echo READY; sleep 60")
+    from ai_sandbox import supervise
+
+    backend = [p for p in supervise.children(proc.pid) if Path(f"/proc/{p}/comm").read_text().strip() == ws.backend]
+    assert backend, "no backend below the launch"
+    os.kill(backend[0], signal.SIGKILL)
+    _, err = proc.communicate(timeout=20)
+    fsmonitor = subprocess.run(
+        ["git", "config", "--file", str(ws.repo / ".git" / "config"), "core.fsmonitor"], capture_output=True, text=True
+    )
+    assert fsmonitor.stdout == "", f"the session's end had not run when the launch returned: {err}"
+    assert proc.returncode == -signal.SIGKILL, err
+
+
+# No job left behind when the handler exits: under firejail it would hold the session open (backends.md)
+HUP_SCRIPT = "trap 'echo HANDLER-RAN; exit 5' HUP; echo READY; while :; do sleep 0.1; done"
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_a_hang_up_sent_to_the_launch_reaches_the_agents_handler(ws):
+    """As root and as a user: under firejail as a user a shell stands between firejail's init and the launch check,
+    and the signal went to it (forty-fourth red team: the handler never ran, and 30 s later the sandbox was killed)."""
+    proc = _start(ws, HUP_SCRIPT)
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=20)
+    assert "HANDLER-RAN" in out, err
+    assert proc.returncode == 5, err
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_the_status_is_the_agents(ws):
+    """With a job the agent left running, the status is still the agent's: firejail exited with the last process's
+    (forty-fourth red team: a SIGHUP to the launch ended the agent, and the status was its `sleep`'s 0). firejail
+    keeps the session while the job runs; bwrap ends it with the agent."""
+    proc = _start(ws, "sleep 1 & echo READY; exit 3")
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 3, err
+    proc = _start(ws, "echo READY; exec sleep 30")
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode in (128 + signal.SIGHUP, -signal.SIGHUP), (proc.returncode, err)

@@ -17,12 +17,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import (
+    AIS,
     BACKENDS,  # noqa: F401  (the module runs once per backend: conftest)
     Workspace,
     chown_tree,
+    plant_env,
     sessions_ended,
     token,
 )
+from tests.stage import setpriv_argv
 
 pytestmark = pytest.mark.sandbox
 
@@ -495,3 +498,26 @@ def test_a_commondir_naming_another_repository_never_rewrites_its_config(ws):
     sessions_ended(ws)
     assert res.rc == 0 and "@@planted" in res.out, res.err
     assert (other / ".git" / "config").read_bytes() == before, res.err
+
+
+def test_the_session_is_over_when_the_launch_returns(ws):
+    """A script's next command runs the moment the launch returns: a setting the session planted is gone by then,
+    and so are its index marks (forty-third red team: under firejail, whose launch became firejail and left the end
+    to the watcher, core.fsmonitor was still set ~20 ms after the launch returned, 4 of 5 times as root and 5 of 5
+    as a user). The output goes to files, not pipes: the watcher holds the launch's stderr, so reading a pipe to
+    its end would wait for the watcher too."""
+    _repo(ws)
+    plant_env(ws)  # a hidden file: the index marks of skipworktree.py are set and must be cleared
+    evil = ws.repo / "evil.sh"
+    cmd = [AIS, *ws.backend_args, "--", "sh", "-c", f"git config core.fsmonitor {evil} && echo @@set"]
+    if ws.user:
+        chown_tree(ws.base, ws.user)
+        cmd = setpriv_argv(ws.user.uid, ws.user.gid, cmd)
+    for i in range(3):
+        with open(ws.base / f"out{i}", "wb") as out, open(ws.base / f"err{i}", "wb") as err:
+            rc = subprocess.run(cmd, cwd=ws.repo, env=ws.env(), stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        planted = _config(ws, "--get-all", "core.fsmonitor")  # at once: no wait for a watcher
+        sessions_ended(ws, timeout=0)
+        said = (ws.base / f"err{i}").read_text(errors="replace")
+        assert rc.returncode == 0 and "@@set" in (ws.base / f"out{i}").read_text(), said
+        assert planted == "", f"core.fsmonitor outlived the launch (run {i + 1}): {said}"

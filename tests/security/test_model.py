@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tempfile
@@ -211,6 +212,7 @@ class World:
         self.untrusted: set[str] = set()
         self.said = ""  # the last session's stderr
         self.at_mask: list[str] = []  # the last session's actions that stopped at a mask (AT_A_MASK)
+        self.scratch: list[str] = []  # the last session's scratch directories, relative to base
         home = self.ws.home
         self.out = self.base / "out"
         self.out.mkdir()
@@ -319,6 +321,7 @@ class World:
             for a in actions
         ]
         script.append(f"{probe}; echo @@end")
+        script.append("echo @@mounts; cat /proc/self/mountinfo")  # the session's scratch directories (scratch())
         env = self._env(self.base, self.out)
         scope = self.scope(where)  # before the session: one of its actions may move the clone it was launched from
         cwd = {"lib": self.clone(self.base), "wt": self.worktree(self.base)}.get(where, self.ws.repo)
@@ -346,7 +349,40 @@ class World:
         at = {i for i, c in enumerate(lines) if c == "mask"}
         # which action stopped at a mask: the code line before each "mask" line
         self.at_mask = [actions[sum(1 for c in lines[:i] if c.isdigit()) - 1] for i in sorted(at)]
+        self.scratch = self.scratched(res.out.split("@@mounts", 1)[1] if "@@mounts" in res.out else "")
         return False, [c == "0" for c in codes]
+
+    def scratched(self, mountinfo: str) -> list[str]:
+        """The world's directories the session had as scratch: a writable tmpfs mounted on each (a mask is
+        read-only), whose writes never reached the disk; relative to the world's base."""
+        out = []
+        for line in mountinfo.splitlines():
+            fields, _, after = line.partition(" - ")
+            f = fields.split()
+            if len(f) < 6 or not after.startswith("tmpfs ") or f[5].split(",")[0] != "rw":
+                continue
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), f[4])
+            if point.startswith(f"{self.base}/"):
+                out.append(os.path.relpath(point, self.base))
+        return out
+
+    def keep_scratch(self) -> dict[str, Path]:
+        """A copy of each of the control's directories the last session had as scratch, before the replay."""
+        kept = {}
+        for i, rel in enumerate(self.scratch):
+            there = self.control / rel
+            if there.is_dir() and not there.is_symlink():
+                kept[rel] = self.base / f"scratch-{i}"
+                subprocess.run(["cp", "-a", str(there), str(kept[rel])], check=True)
+        return kept
+
+    def put_back_scratch(self, kept: dict[str, Path]) -> None:
+        """What the replay wrote into them goes, as the session's writes went with its tmpfs."""
+        for rel, copy in kept.items():
+            there = self.control / rel
+            if there.is_dir() and not there.is_symlink():
+                shutil.rmtree(there)
+                subprocess.run(["mv", str(copy), str(there)], check=True)
 
     def users_word(self) -> None:
         """What the user does after the line naming files git checked out into hidden directories (the sandbox
@@ -500,8 +536,10 @@ class Sessions(RuleBasedStateMachine):
             self.stopped = True
             PLAYED["stopped"] += 1
             return
+        kept = self.world.keep_scratch()
         self.world.replay(self.world.unseen(done, hidden))
-        sessions_ended(self.world.ws)  # firejail: the watcher ends the session a moment after the launch returned
+        self.world.put_back_scratch(kept)
+        sessions_ended(self.world.ws)  # ended by the launch: a watcher still holding marks would be a defect
         w = self.world
         w.users_word()
         w.users_mark()
@@ -639,6 +677,12 @@ COUNTEREXAMPLES = {
         ("", []),
         ("", ["printf 'block = [\"*.tfvars\", \"src/\"]\\n' > .ai-sandbox.toml"]),
         ("", ["git commit -qam m"]),
+    ],
+    # svc/ untracked and ignored whole: a scratch directory, whose writes vanish at the session's end; the control
+    # kept them (the model's own defect, found by make fuzz: the control now puts each scratch directory back)
+    "a write into a scratch directory": [
+        ("", ["git rm -q --cached svc/app.py", "git commit -qam m", "echo svc/ >> .gitignore"]),
+        ("", ["mkdir -p svc/sub && echo x > svc/sub/new.txt", "git reset -q --hard"]),
     ],
     # src/ swapped with svc/ after src/ was moved into itself: svc/app.py missing after the session, not named
     "a directory swapped with one a failed move left in place": [

@@ -32,3 +32,55 @@ def test_the_stash_list_is_what_git_lists_whatever_the_file_says(tmp_path):
     assert unwritten.stashes(log, root) == [real] == git.stash_ids(root)
     _git(root, "stash", "drop", "-q")
     assert unwritten.stashes(log, root) == []  # no stash: none, whatever is left of the file
+
+
+def _key(root: str) -> tuple[int, ...] | None:
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return unwritten.index_key(fd)
+    finally:
+        os.close(fd)
+
+
+def test_the_index_key_changes_whenever_git_writes_the_index(tmp_path):
+    """The session's end skips git's listing of a tree whose index key is the launch's: so every write of the
+    index changes the key (a rename in place by git, or a write in place by anyone), and a read leaves it."""
+    root = str(tmp_path)
+    _git(root, "init", "-q")
+    (tmp_path / "a").write_text("a")
+    _git(root, "add", "a")
+    _git(root, "commit", "-qm", "i")
+    _git(root, "update-index", "--refresh")
+    key = _key(root)
+    assert key is not None
+    _git(root, "ls-files", "--stage")
+    assert _key(root) == key  # a read
+    for step in (
+        ["update-index", "--skip-worktree", "a"],
+        ["update-index", "--no-skip-worktree", "a"],
+        ["rm", "-q", "--cached", "a"],
+        ["add", "a"],
+    ):
+        _git(root, *step)
+        assert _key(root) != key, step
+        key = _key(root)
+    index = tmp_path / ".git" / "index"
+    data = index.read_bytes()
+    st = index.stat()
+    with open(index, "r+b") as f:  # the same bytes, written in place, its mtime put back: the ctime tells
+        f.write(data)
+    os.utime(index, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert _key(root) != key
+
+
+def test_no_index_key_where_git_may_read_another_index(tmp_path):
+    """A `.git` file names its git directory, which a session can point elsewhere: no key, the end looks."""
+    root = str(tmp_path)
+    _git(root, "init", "-q")
+    assert _key(root) is None  # no index yet
+    (tmp_path / "a").write_text("a")
+    _git(root, "add", "a")
+    assert _key(root) is not None
+    os.rename(tmp_path / ".git", tmp_path / "gitdir")
+    (tmp_path / ".git").write_text(f"gitdir: {tmp_path}/gitdir\n")
+    assert _key(root) is None

@@ -240,6 +240,10 @@ class Firejail:
             b"writable-etc",
             b"writable-var",
             b"writable-var-log",
+            # the agent's status, as under bwrap: by default firejail exits with the last process's (0 when the agent
+            # died of a SIGHUP a background job outlived: forty-fourth red team). Not deterministic-shutdown, which
+            # would end the sandbox with the agent as bwrap does: it costs every launch 100 ms (measured, `true`)
+            b"deterministic-exit-code",
         ]
         lines += self.private_sockets(policy.sockets)
         # the sandbox's own runtime directory, writable whatever order firejail mounts its whitelist tmpfs and the
@@ -341,7 +345,7 @@ class Firejail:
         return out
 
     def plan(self, policy: Policy, argv: list[str], env: Mapping[str, str], seen: Snapshot | None = None) -> LaunchPlan:
-        from ai_sandbox import idents, verify
+        from ai_sandbox import idents, supervise, verify
 
         seen = seen or idents.take(policy)
         own = within_writes(own_files(env, self.unexpressible, policy.root, self.user), policy.writes)
@@ -357,8 +361,11 @@ class Firejail:
             sandbox=[self.executable or "firejail", "--quiet", f"--profile={profile_path}", "--"],
             agent=argv,
             check=checked(policy, own, cwd, scratch, env, self.name, seen),
-            env=verify.carried(dict(env), seen.when),
+            env={**verify.carried(dict(env), seen.when), verify.IGNORED_ENV: supervise.caller_ignored()},
             extra_files={profile_path: content},
             dirs=dict.fromkeys([*own.create, *policy.writes.make], 0o700),
             scratch=scratch,
+            supervised=True,
+            to_backend=(2, 15),  # SIGINT, SIGTERM: firejail gives the agent a SIGTERM, then ends the sandbox
+            outlives=True,
         )

@@ -53,6 +53,10 @@ class LaunchPlan:
     scratch: list[str] = factory(list)  # hidden directories shown as an empty, writable, per-session directory
     fds: dict[int, bytes] = factory(dict)  # data readable at these descriptors of the command (bwrap's --args)
     supervised: bool = False  # the launch stays the command's parent and passes signals on (supervise.py)
+    # signals the launch passes to the backend itself, not the agent: it passes them on and ends the whole sandbox
+    # (firejail's SIGINT and SIGTERM: its sandbox otherwise lives on while any process in it runs)
+    to_backend: tuple[int, ...] = ()
+    outlives: bool = False  # the backend runs on when the launch is killed (no --die-with-parent): a watcher ends it
 
     @property
     def argv(self) -> list[str]:

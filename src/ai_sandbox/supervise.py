@@ -173,11 +173,20 @@ def _agent(backend: int, marker: str) -> int | None:
         if not alive:
             return None
         p, cmd = alive[0]
-        if cmd[0].startswith(("/usr/lib/", "/usr/libexec/")) and "/firejail/" in cmd[0]:
+        if firejail_helper(cmd[0]):
             return None  # a helper firejail runs before the command
         if not any(marker in a for a in cmd):
             return p
     return None
+
+
+def firejail_helper(program: str) -> bool:
+    """Whether program is one of firejail's helpers (fnet, fseccomp, …), which it runs in the sandbox before the
+    command: from its library directory (0.9.72), or from the copy it makes under /run/firejail/lib (0.9.74, where
+    fnet was taken for the agent and a SIGHUP during the start went to it: stock Debian 13)."""
+    if program.startswith("/run/firejail/lib/"):
+        return True
+    return program.startswith(("/usr/lib/", "/usr/libexec/")) and "/firejail/" in program
 
 
 def _first_grandchild(backend: int) -> int | None:

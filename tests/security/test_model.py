@@ -354,12 +354,16 @@ class World:
 
     def scratched(self, mountinfo: str) -> list[str]:
         """The world's directories the session had as scratch: a writable tmpfs mounted on each (a mask is
-        read-only), whose writes never reached the disk; relative to the world's base."""
+        read-only), whose writes never reached the disk; relative to the world's base. Not a bind of the world's own
+        filesystem, which is a tmpfs where /tmp is one (Debian 13): the home was taken for a scratch, and a rename
+        in it undone in the control (stock Debian 13 CI of 6026b24)."""
+        st = os.stat(self.base)
+        own = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
         out = []
         for line in mountinfo.splitlines():
             fields, _, after = line.partition(" - ")
             f = fields.split()
-            if len(f) < 6 or not after.startswith("tmpfs ") or f[5].split(",")[0] != "rw":
+            if len(f) < 6 or not after.startswith("tmpfs ") or f[5].split(",")[0] != "rw" or f[2] == own:
                 continue
             point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), f[4])
             if point.startswith(f"{self.base}/"):
@@ -684,6 +688,9 @@ COUNTEREXAMPLES = {
         ("", ["git rm -q --cached svc/app.py", "git commit -qam m", "echo svc/ >> .gitignore"]),
         ("", ["mkdir -p svc/sub && echo x > svc/sub/new.txt", "git reset -q --hard"]),
     ],
+    # ~/.aws, whose credentials are blocked, renamed: on Debian 13 (bubblewrap 0.12, firejail 0.9.74) the rename
+    # went through and the control put the scratch back under its new name (stock Debian 13 CI of 6026b24)
+    "the home's scratch directory renamed": [("", ["python3 $OUT/../fsop.py mv $HOME/.aws $HOME/.aws_old"])],
     # src/ swapped with svc/ after src/ was moved into itself: svc/app.py missing after the session, not named
     "a directory swapped with one a failed move left in place": [
         ("", ["python3 $OUT/../fsop.py mv src svc2"]),

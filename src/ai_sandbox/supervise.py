@@ -11,7 +11,11 @@ handler running on a SIGHUP. So
     foreground process group; the backend and its init ignore them (verify.py gives the agent back the caller's
     dispositions; firejail still catches Ctrl-C itself, and passes a SIGTERM on), and this process drops them
     rather than deliver a second one;
-  - a signal sent to this process by kill(2) is passed to the agent (the child of the backend's init);
+  - a signal sent to this process by kill(2) is passed to the agent (the child of the backend's init), unless it
+    came from inside the sandbox: the session's `kill -SIG 0` reaches this process too (the agent runs in its
+    process group), and the agent's group has it already;
+  - no signal but SIGKILL and SIGSTOP ends or stops this process before the session's end has run (TERMINATING;
+    during the end, everything is blocked);
   - the backend's exit status (the agent's, or 128+N when a signal ended it) becomes this process's; if the
     backend itself was killed, this process dies of the same signal.
 Inherited file descriptors (a shell's `3<dir`) never reach the backend: inside, /proc/self/fd/3/.env would
@@ -28,17 +32,22 @@ from collections.abc import Callable
 
 from ai_sandbox.backends.plan import Checked, LaunchPlan
 
-FORWARDED = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
-# What the sandbox's own processes above the agent (the backend, its init) ignore; the agent gets these directly
-# from the terminal or its process group. verify.py restores them.
-IGNORED_ABOVE = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)
+# Every signal that ends a process by default, but SIGKILL and glibc's own two (32, 33), which libc lets nobody block
+# or ignore, and SIGPIPE and SIGXFSZ, which Python ignores. The session runs in the launch's process group, so its
+# `kill -SIG 0` reaches the launch and the backend as well as the agent: a launch that died of one left the end to
+# the watcher, after the shell had moved on (forty-fifth red team: ALRM, PWR, SYS, RT…), and a backend that died of
+# one (USR1) ended the session. The launch waits for them all and passes one on only when it came from outside the
+# sandbox; the sandbox's own processes above the agent (the backend, its init) ignore them all, and the agent gets
+# the caller's dispositions back (verify.py's _RESTORED is this list).
+TERMINATING: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 14, 15, 16, 24, 26, 27, 29, 30, 31, *range(34, 65))
+CATCHABLE = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
 SI_KERNEL = 0x80  # si_code of a signal the kernel sent: the terminal's Ctrl-C, Ctrl-\, hang-up
 
 
 def ignored() -> frozenset[int]:
-    """Those of IGNORED_ABOVE the caller ignores (nohup's SIGHUP). Python installs its own SIGINT handler
+    """Those of TERMINATING the caller ignores (nohup's SIGHUP). Python installs its own SIGINT handler
     only when SIGINT was not ignored, so getsignal tells for every one of them."""
-    return frozenset(int(s) for s in IGNORED_ABOVE if signal.getsignal(s) == signal.SIG_IGN)
+    return frozenset(s for s in TERMINATING if signal.getsignal(s) == signal.SIG_IGN)
 
 
 def caller_ignored() -> str:
@@ -96,7 +105,7 @@ def _child(plan: LaunchPlan, moves: dict[int, int], stdio: tuple[int, int, int] 
         if fd > 2 and fd not in moves:
             with contextlib.suppress(OSError):
                 os.set_inheritable(fd, False)
-    for sig in IGNORED_ABOVE:
+    for sig in TERMINATING:
         signal.signal(sig, signal.SIG_IGN)
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores these; the backend gets the defaults
         signal.signal(sig, signal.SIG_DFL)
@@ -111,7 +120,7 @@ def run(plan: LaunchPlan, keep: dict[int, int] | None = None, started: Callable[
     """Start plan under this process's supervision; its wait status, once it is gone (become() ends this process
     with it, once the session's end has run). started(pid) is told the backend's pid at once (the watcher: should
     this process be killed, it ends the backend)."""
-    waited = {*FORWARDED, signal.SIGCHLD}
+    waited = {*TERMINATING, signal.SIGCHLD}
     kept = ignored()
     signal.pthread_sigmask(signal.SIG_BLOCK, waited)
     pid = spawn(plan, keep=keep)
@@ -126,9 +135,15 @@ def run(plan: LaunchPlan, keep: dict[int, int] | None = None, started: Callable[
         elif info.si_signo == signal.SIGCHLD:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
+                # Nothing stops or ends the session's end now: a session that took the terminal's foreground and
+                # set `tostop` stopped the launch with SIGTTOU at its closing line, marks still set, until `fg`
+                # (forty-fifth red team). With SIGTTOU blocked the line is written (or fails, and is dropped).
+                signal.pthread_sigmask(signal.SIG_BLOCK, CATCHABLE)
                 return status
         elif info.si_code == SI_KERNEL:
             pass  # the terminal's: the agent got it too
+        elif _inside(info.si_pid, pid):
+            pass  # the session's own `kill -SIG 0`: its process group, the agent's, got it too
         elif info.si_signo in plan.to_backend:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, info.si_signo)
@@ -136,6 +151,42 @@ def run(plan: LaunchPlan, keep: dict[int, int] | None = None, started: Callable[
             pending.setdefault(info.si_signo, time.monotonic())
         if pending:
             _forward(pid, marker, pending, kept)
+
+
+def _inside(sender: int, backend: int) -> bool:
+    """Whether sender (a signal's si_pid) is a process of the sandbox. The kernel gives the pid as the sender's own pid
+    namespace numbers it, not as this process's (measured: the session's shell, pid 2 inside bwrap, came as 2, which
+    here is kthreadd). So it is one when a process below the backend has that pid as its innermost (NSpid) and no
+    process of this namespace outside the sandbox, but a kernel thread, has it. A sender of this namespace that has
+    exited, numbered as a process of the sandbox is, is taken for it, and its signal is not passed on."""
+    if sender <= 0:
+        return False  # from an ancestor namespace
+    inner = False
+    todo, seen = children(backend), 0
+    below: set[int] = set()
+    while todo and seen < 100_000:
+        p = todo.pop()
+        seen += 1
+        below.add(p)
+        try:
+            with open(f"/proc/{p}/status", "rb") as f:
+                nspid = next((line.split()[-1] for line in f if line.startswith(b"NSpid:")), b"")
+        except OSError:
+            continue
+        inner = inner or nspid == str(sender).encode()
+        todo.extend(children(p))
+    return inner and (sender in below or not _outside_process(sender))
+
+
+def _outside_process(pid: int) -> bool:
+    """Whether this namespace has a process pid that could have sent a signal: not a kernel thread (PF_KTHREAD)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    flags = int(stat[stat.rindex(b")") + 2 :].split()[6])  # after the command, which may hold any byte
+    return not flags & 0x00200000
 
 
 def _forward(backend: int, marker: str, pending: dict[int, float], kept: frozenset[int]) -> None:

@@ -72,7 +72,9 @@ IGNORED_ENV = "AI_SANDBOX_SIGIGN"  # the caller's ignored signals, when a superv
 # when the launch looked at the masks (time.time_ns()), for the S records: in the environment, not in the spec,
 # whose name is its content's hash (a time in it made every launch's spec a file of its own)
 LOOK_ENV = "AI_SANDBOX_LOOK"
-_RESTORED = (1, 2, 3, 15)  # SIGHUP, SIGINT, SIGQUIT, SIGTERM: ignored by a supervised sandbox above the agent
+# Every signal that ends a process by default (supervise.TERMINATING: the supervised sandbox ignores them all above
+# the agent, where the session's `kill -SIG 0` would have ended it); a number list, since signal.py costs an import
+_RESTORED = (1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 14, 15, 16, 24, 26, 27, 29, 30, 31, *range(34, 65))
 _DEFAULTED = (13, 25)  # SIGPIPE, SIGXFSZ: Python ignores them, and an exec keeps a signal ignored
 
 

@@ -251,6 +251,101 @@ def test_a_backend_killed_outright_still_ends_the_session_first(ws):
     assert proc.returncode == -signal.SIGKILL, err
 
 
+# Signals that end a process by default and that the launch neither passed on nor ignored: the session's
+# `kill -SIG 0` reaches the launch too, since the session runs in its process group (forty-fifth red team)
+OWN_GROUP = ("SIGALRM", "SIGVTALRM", "SIGPWR", "SIGSYS", "SIGRTMIN")
+
+
+def _fsmonitor(ws) -> str:
+    return subprocess.run(
+        ["git", "config", "--file", str(ws.repo / ".git" / "config"), "core.fsmonitor"], capture_output=True, text=True
+    ).stdout
+
+
+@pytest.mark.backends("firejail", "bwrap")
+@pytest.mark.parametrize("name", OWN_GROUP)
+def test_a_signal_the_session_sends_its_own_process_group_leaves_the_end_to_the_launch(ws, name):
+    """The launch died of it and the end fell to the watcher, 50-100 ms after the shell had moved on: a script under
+    `set -m` whose next command was `git status` ran the core.fsmonitor the session had planted, 5 times in 5, in
+    every pair (forty-fifth red team). The launch now waits for every such signal; the session's own is not
+    passed on (its process group, the agent's, got it already), and the end runs before the launch returns."""
+    _secrets(ws)
+    ws.git("init", "-q")
+    sig = int(getattr(signal, name))
+    proc = _start(ws, f"git config core.fsmonitor /bin/false && echo READY && kill -{sig} 0; sleep 5")
+    proc.wait(timeout=20)
+    left = _fsmonitor(ws)  # at once: the shell's next command runs now
+    _, err = proc.communicate(timeout=20)
+    assert left == "", f"the launch returned before the session's end: {err}"
+    assert proc.returncode in (-sig, 128 + sig), (proc.returncode, err)
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_a_signal_the_session_sends_its_own_process_group_reaches_it_once(ws):
+    """`kill -USR1 0` inside: the agent's process group gets it from the kernel, and the launch, in that group too,
+    passed it on again (an agent that counts a second Ctrl-C-like signal as a request to quit would quit)."""
+    proc = _start(
+        ws, "trap 'echo GOT' USR1; echo READY; kill -USR1 0; for i in 1 2 3 4 5 6 7 8 9 10; do sleep 0.1; done"
+    )
+    out = proc.stdout.read()  # what readline() read past READY is in its buffer, where communicate() never looks
+    _, err = proc.communicate(timeout=20)
+    assert out == "GOT\n", (out, err)
+    assert proc.returncode == 0, err
+
+
+# The agent gives the terminal to a process group of its own, sets `tostop` (a background write stops its writer),
+# plants a setting, and exits: the launch, no longer in the foreground, writes its closing line.
+TAKES_THE_TERMINAL = (
+    "import os, signal, subprocess, termios; signal.signal(signal.SIGTTOU, signal.SIG_IGN); "
+    "subprocess.run(['git', 'config', 'core.fsmonitor', '/bin/false']); "
+    "os.setpgid(0, 0); os.tcsetpgrp(0, os.getpgrp()); a = termios.tcgetattr(0); a[3] |= termios.TOSTOP; "
+    "termios.tcsetattr(0, termios.TCSANOW, a)"
+)
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_a_session_that_takes_the_terminal_cannot_stop_its_end(ws):
+    """In an interactive shell, the launch was stopped by SIGTTOU at its closing line, and the shell ran the user's
+    next command with the index marks still set, until `fg` (forty-fifth red team, 3 of 3 in every pair)."""
+    import pty
+    import sys
+
+    ws.write(".ai-sandbox.toml", 'block = ["prod.tfvars"]\n')
+    ws.write("prod.tfvars", "key = 1\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "tfvars")
+    if ws.user:
+        chown_tree(ws.base, ws.user)
+    seen = ws.base / "seen.txt"
+    bash = ["bash", "--norc", "--noprofile", "-i"]
+    if ws.user:
+        bash = setpriv_argv(ws.user.uid, ws.user.gid, bash)
+    pid, master = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        default_signals()
+        os.chdir(ws.repo)
+        os.execvpe(bash[0], bash, {**ws.env(), "PS1": "$ "})
+    line = (
+        f'{AIS} {" ".join(ws.backend_args)} -- {sys.executable} -c "{TAKES_THE_TERMINAL}"; '
+        f"git ls-files -v prod.tfvars > {seen}; git config core.fsmonitor >> {seen}; echo D''ONE\n"
+    )
+    os.write(master, line.encode())
+    out = b""
+    deadline = time.monotonic() + 30
+    while b"DONE" not in out and time.monotonic() < deadline:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        out += chunk
+    os.write(master, b"fg; exit\n")  # a stopped launch goes on, and ends
+    time.sleep(1)
+    os.close(master)
+    os.waitpid(pid, 0)
+    assert b"DONE" in out, out
+    assert seen.read_text() == "H prod.tfvars\n", out.decode(errors="replace")
+
+
 # No job left behind when the handler exits: under firejail it would hold the session open (backends.md)
 HUP_SCRIPT = "trap 'echo HANDLER-RAN; exit 5' HUP; echo READY; while :; do sleep 0.1; done"
 

@@ -521,3 +521,38 @@ def test_the_session_is_over_when_the_launch_returns(ws):
         said = (ws.base / f"err{i}").read_text(errors="replace")
         assert rc.returncode == 0 and "@@set" in (ws.base / f"out{i}").read_text(), said
         assert planted == "", f"core.fsmonitor outlived the launch (run {i + 1}): {said}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: marks a session sets itself outlive it, as outside (forty-fifth red team, F3; threat-model.md)",
+)
+def test_a_mark_that_hides_an_edit_from_git_does_not_outlive_the_session(ws):
+    """The session edits a tracked file and marks it `--assume-unchanged` or `--skip-worktree`: the user's own
+    `git status` and `git diff` then showed nothing, and `git commit -a` left the edit out (forty-fifth red team,
+    F3; as outside, where the same commands leave the marks). Wanted: the end clears the marks the session set on
+    files that are there, and names them; the user's own stay, and so does a skip-worktree mark on a file that is not
+    there (what a sparse checkout sets: cleared, `commit -a` would delete the file). A first try (not kept) cleared
+    the user's own marks that the session's `git mv` had moved (test_between_sessions: they must stay, as in the
+    control) and went through a link the session put where a nested work tree was, into another repository."""
+    _repo(ws)
+    for name in ("b.txt", "c.txt", "mine.txt", "gone.txt"):
+        ws.write(name, f"{name}\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "more")
+    ws.git("update-index", "--assume-unchanged", "mine.txt")  # the user's own
+    ws.write("mine.txt", "the user's local change\n")
+    res = ws.run(
+        "--", "sh", "-c",
+        "echo evil >> b.txt && git update-index --assume-unchanged b.txt && "
+        "echo evil >> c.txt && git update-index --skip-worktree c.txt && "
+        "rm gone.txt && git update-index --skip-worktree gone.txt && git status --porcelain",
+    )  # fmt: skip
+    assert res.rc == 0, res.err
+    assert res.out == "", res.out  # inside, git shows none of it
+    tags = {line[2:]: line[0] for line in _outside_git(ws, "ls-files", "-v").stdout.splitlines()}
+    assert (tags["b.txt"], tags["c.txt"]) == ("H", "H"), tags
+    assert (tags["mine.txt"], tags["gone.txt"]) == ("h", "S"), tags
+    assert _outside_git(ws, "status", "--porcelain").stdout.splitlines() == [" M b.txt", " M c.txt"]
+    said = [line for line in res.err.splitlines() if "b.txt" in line]
+    assert len(said) == 1 and "c.txt" in said[0] and "mine.txt" not in said[0], res.err

@@ -12,8 +12,8 @@ handler running on a SIGHUP. So
     dispositions; firejail still catches Ctrl-C itself, and passes a SIGTERM on), and this process drops them
     rather than deliver a second one;
   - a signal sent to this process by kill(2) is passed to the agent (the child of the backend's init), unless it
-    came from inside the sandbox: the session's `kill -SIG 0` reaches this process too (the agent runs in its
-    process group), and the agent's group has it already;
+    surely came from inside the sandbox (_inside): the session's `kill -SIG 0` reaches this process too (the agent
+    runs in its process group), and the agent's group has it already;
   - no signal but SIGKILL and SIGSTOP ends or stops this process before the session's end has run (TERMINATING;
     during the end, everything is blocked);
   - the backend's exit status (the agent's, or 128+N when a signal ended it) becomes this process's; if the
@@ -154,39 +154,39 @@ def run(plan: LaunchPlan, keep: dict[int, int] | None = None, started: Callable[
 
 
 def _inside(sender: int, backend: int) -> bool:
-    """Whether sender (a signal's si_pid) is a process of the sandbox. The kernel gives the pid as the sender's own pid
-    namespace numbers it, not as this process's (measured: the session's shell, pid 2 inside bwrap, came as 2, which
-    here is kthreadd). So it is one when a process below the backend has that pid as its innermost (NSpid) and no
-    process of this namespace outside the sandbox, but a kernel thread, has it. A sender of this namespace that has
-    exited, numbered as a process of the sandbox is, is taken for it, and its signal is not passed on."""
-    if sender <= 0:
-        return False  # from an ancestor namespace
-    inner = False
+    """Whether sender (a signal's si_pid) is surely a process of the sandbox. The kernel gives the pid as the sender's
+    own pid namespace numbers it, not as this process's (measured: the session's shell, pid 2 inside bwrap, came as 2,
+    which here is kthreadd). So it is one when a process below the backend has that pid as its innermost (NSpid) and
+    the process of that pid here is a kernel thread, which sends no kill(2). Where no process here has that pid the
+    sender cannot be told: an outside `/bin/kill` that has exited already (forty-sixth red team: a sandbox that held
+    the pids the outside counter wrapped to had the user's SIGTERM dropped, 8 of 8), so its signal is passed on, and
+    one the session sent reaches the agent twice."""
+    if sender <= 0 or not _kernel_thread(sender):
+        return False
     todo, seen = children(backend), 0
-    below: set[int] = set()
     while todo and seen < 100_000:
         p = todo.pop()
         seen += 1
-        below.add(p)
         try:
             with open(f"/proc/{p}/status", "rb") as f:
                 nspid = next((line.split()[-1] for line in f if line.startswith(b"NSpid:")), b"")
         except OSError:
             continue
-        inner = inner or nspid == str(sender).encode()
+        if nspid == str(sender).encode():
+            return True
         todo.extend(children(p))
-    return inner and (sender in below or not _outside_process(sender))
+    return False
 
 
-def _outside_process(pid: int) -> bool:
-    """Whether this namespace has a process pid that could have sent a signal: not a kernel thread (PF_KTHREAD)."""
+def _kernel_thread(pid: int) -> bool:
+    """Whether this namespace's process pid is a kernel thread (PF_KTHREAD)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
         return False
     flags = int(stat[stat.rindex(b")") + 2 :].split()[6])  # after the command, which may hold any byte
-    return not flags & 0x00200000
+    return bool(flags & 0x00200000)
 
 
 def _forward(backend: int, marker: str, pending: dict[int, float], kept: frozenset[int]) -> None:

@@ -28,7 +28,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from ai_sandbox.backends.plan import Checked, LaunchPlan
 
@@ -163,19 +163,27 @@ def _inside(sender: int, backend: int) -> bool:
     one the session sent reaches the agent twice."""
     if sender <= 0 or not _kernel_thread(sender):
         return False
-    todo, seen = children(backend), 0
-    while todo and seen < 100_000:
+    return any(_innermost_pid(p) == str(sender).encode() for p in descendants(backend))
+
+
+def descendants(pid: int, limit: int = 100_000) -> Iterator[int]:
+    """pid's children, theirs, and so on (at most limit of them: a sandbox can fork without end)."""
+    todo = children(pid)
+    for _ in range(limit):
+        if not todo:
+            return
         p = todo.pop()
-        seen += 1
-        try:
-            with open(f"/proc/{p}/status", "rb") as f:
-                nspid = next((line.split()[-1] for line in f if line.startswith(b"NSpid:")), b"")
-        except OSError:
-            continue
-        if nspid == str(sender).encode():
-            return True
+        yield p
         todo.extend(children(p))
-    return False
+
+
+def _innermost_pid(pid: int) -> bytes:
+    """pid as its own pid namespace numbers it (the last of NSpid); b"" when it is gone."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            return next((line.split()[-1] for line in f if line.startswith(b"NSpid:")), b"")
+    except OSError:
+        return b""
 
 
 def _kernel_thread(pid: int) -> bool:

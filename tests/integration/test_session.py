@@ -51,6 +51,20 @@ def _secrets(ws) -> None:
     ws.write("secrets/key", "OLD-DIR-SECRET\n")
 
 
+def _fsmonitor(ws) -> str:
+    return subprocess.run(
+        ["git", "config", "--file", str(ws.repo / ".git" / "config"), "core.fsmonitor"], capture_output=True, text=True
+    ).stdout
+
+
+def _tracked_hidden(ws) -> None:
+    """prod.tfvars committed and blocked: the launch sets its index mark, the session's end clears it."""
+    ws.write(".ai-sandbox.toml", 'block = ["prod.tfvars"]\n')
+    ws.write("prod.tfvars", "key = 1\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "tfvars")
+
+
 def _replace(path, content: str) -> None:
     """What an editor does on save: write a temp file, rename it over the original."""
     tmp = path.with_name(path.name + ".tmp")
@@ -139,10 +153,7 @@ def test_the_index_marks_are_gone_when_the_launch_returns(ws):
     """The user's own edit to a hidden tracked file, then a session, then `git commit -a` at once: with the
     skip-worktree mark still set (the watcher clears it a moment later) git left the edit out of the commit
     (second red team). The launch waits for the backend and clears the marks itself before returning."""
-    ws.write(".ai-sandbox.toml", 'block = ["prod.tfvars"]\n')
-    ws.write("prod.tfvars", "key = 1\n")
-    ws.git("add", ".")
-    ws.git("commit", "-qm", "tfvars")
+    _tracked_hidden(ws)
     ws.write("prod.tfvars", "key = 2\n")  # the user's edit, before the session
     _session_of_true(ws)
     assert "S prod.tfvars" not in ws.git("ls-files", "-v")
@@ -197,10 +208,7 @@ def test_a_launch_killed_outright_takes_the_sandbox_with_it(ws):
         return [line for line in ps.splitlines() if tag in line]
 
     assert running() == [], "the sandbox outlived its launch"
-    fsmonitor = subprocess.run(
-        ["git", "config", "--file", str(ws.repo / ".git" / "config"), "core.fsmonitor"], capture_output=True, text=True
-    )
-    assert fsmonitor.stdout == "", "the session's end did not run"
+    assert _fsmonitor(ws) == "", "the session's end did not run"
 
 
 def _gone(tag: str, within: float = 10.0) -> bool:
@@ -244,22 +252,13 @@ def test_a_backend_killed_outright_still_ends_the_session_first(ws):
     assert backend, "no backend below the launch"
     os.kill(backend[0], signal.SIGKILL)
     _, err = proc.communicate(timeout=20)
-    fsmonitor = subprocess.run(
-        ["git", "config", "--file", str(ws.repo / ".git" / "config"), "core.fsmonitor"], capture_output=True, text=True
-    )
-    assert fsmonitor.stdout == "", f"the session's end had not run when the launch returned: {err}"
+    assert _fsmonitor(ws) == "", f"the session's end had not run when the launch returned: {err}"
     assert proc.returncode == -signal.SIGKILL, err
 
 
 # Signals that end a process by default and that the launch neither passed on nor ignored: the session's
 # `kill -SIG 0` reaches the launch too, since the session runs in its process group (forty-fifth red team)
 OWN_GROUP = ("SIGALRM", "SIGVTALRM", "SIGPWR", "SIGSYS", "SIGRTMIN")
-
-
-def _fsmonitor(ws) -> str:
-    return subprocess.run(
-        ["git", "config", "--file", str(ws.repo / ".git" / "config"), "core.fsmonitor"], capture_output=True, text=True
-    ).stdout
 
 
 @pytest.mark.backends("firejail", "bwrap")
@@ -310,10 +309,7 @@ def test_a_session_that_takes_the_terminal_cannot_stop_its_end(ws):
     import pty
     import sys
 
-    ws.write(".ai-sandbox.toml", 'block = ["prod.tfvars"]\n')
-    ws.write("prod.tfvars", "key = 1\n")
-    ws.git("add", ".")
-    ws.git("commit", "-qm", "tfvars")
+    _tracked_hidden(ws)
     if ws.user:
         chown_tree(ws.base, ws.user)
     seen = ws.base / "seen.txt"

@@ -65,7 +65,7 @@ def test_a_sender_that_is_gone_is_never_taken_for_the_sandboxs(tmp_path):
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "4000001"
         deadline = time.monotonic() + 5
-        while not any(b"4000001" in _status(c) for c in _below(proc.pid)):
+        while not any(b"4000001" in _status(c) for c in supervise.descendants(proc.pid)):
             assert time.monotonic() < deadline, "no process numbered 4000001 below"
             time.sleep(0.01)
         assert not supervise._inside(4000001, proc.pid)
@@ -75,15 +75,6 @@ def test_a_sender_that_is_gone_is_never_taken_for_the_sandboxs(tmp_path):
             os.kill(p, signal.SIGKILL)
         proc.kill()
         proc.wait()
-
-
-def _below(pid: int) -> list[int]:
-    out, todo = [], supervise.children(pid)
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo += supervise.children(p)
-    return out
 
 
 def _status(pid: int) -> bytes:

@@ -59,7 +59,8 @@ WHERE = ["rev-parse", "--show-toplevel", "--git-common-dir"]
 SCAN = {
     "ignored": ["ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"],
     "untracked": ["ls-files", "-z", "--others", "--exclude-standard", "--directory"],
-    "index": ["ls-files", "-z", "--stage", "-t"],  # -t: S marks a skip-worktree entry
+    # -t: S tags a skip-worktree entry; -v: a lowercase tag an assume-unchanged one (s: both), read at the end
+    "index": ["ls-files", "-z", "--stage", "-t", "-v"],
 }
 
 

@@ -157,6 +157,17 @@ def test_skip_worktree_entries_are_tagged_s_whatever_their_mode():
     assert scan.gitlinks == ["vendor/lib"] and scan.tracked == ["secret.env", "S plain"]
 
 
+def test_an_entry_also_assume_unchanged_is_still_a_skip_worktree_one():
+    """The scan lists with -v (hiddenedits.py): an entry with both marks is tagged s, first in the listing or not."""
+    for raw in (
+        _index(("s", "100644", b"both.env"), ("h", "100644", b"assumed"), ("S", "100644", b"skipped")),
+        _index(("h", "100644", b"assumed"), ("s", "100644", b"both.env")),
+    ):
+        scan = _scan(raw)
+        assert scan.skip_worktree == {"both.env", "skipped"} & set(scan.tracked)
+        assert set(scan.skipped) == scan.skip_worktree
+
+
 def test_an_unmerged_path_is_listed_once_whatever_its_stages():
     raw = _index(("M", "100644", b"conflict.txt"), stage=1) + _index(("M", "100644", b"conflict.txt"), stage=2)
     raw += _index(("M", "100644", b"conflict.txt"), stage=3) + _index(("H", "100644", b"z"))

@@ -67,9 +67,13 @@ class Scan:
         """Paths whose index entry carries the skip-worktree bit (`ls-files -t` tags them S)."""
         if self._skip is None:
             self._skip = set()
-            if b"\0S " in b"\0" + self._index:
+            if self._has_skipped():
                 self._split_index()
         return self._skip
+
+    def _has_skipped(self) -> bool:
+        """Any entry tagged S, or s (assume-unchanged too: the scan lists with -v)? No copy of the listing made."""
+        return self._index.startswith((b"S ", b"s ")) or b"\0S " in self._index or b"\0s " in self._index
 
     def has_tracked_named(self, name: bytes) -> bool:
         """A cheap test on the raw index: could any tracked path end in name?"""
@@ -100,11 +104,11 @@ class Scan:
     @property
     def skipped(self) -> dict[str, str]:
         """Each skip-worktree entry -> its object id: a bit git carries to the entry's new path on `git mv`."""
-        if b"\0S " not in b"\0" + self._index:
+        if not self._has_skipped():
             return {}
         out = {}
         for rec in self._index.split(b"\0"):
-            if rec.startswith(b"S "):
+            if rec.startswith((b"S ", b"s ")):
                 meta, _, raw = rec.partition(b"\t")
                 fields = meta.split(b" ")
                 out[os.fsdecode(raw)] = fields[2].decode() if len(fields) == 4 else ""
@@ -135,7 +139,7 @@ class Scan:
                 continue
             metas[path] = meta
             (links if meta[2:].startswith(b"160000") else tracked).append(path)
-            if meta.startswith(b"S "):
+            if meta.startswith((b"S ", b"s ")):
                 skip.add(path)
         self._tracked, self._gitlinks, self._skip, self._metas = tracked, links, skip, metas
 

@@ -196,7 +196,7 @@ def take(root: str, nested: list[str] | None = None, hidden: Callable[[str], boo
     }
     existing.update(d for r in roots[:MAX_FILES] if (d := git_dir_of(r)))
     return Settings(
-        shown[:MAX_FILES], common, roots[:64], [_index_look(r) for r in roots[:64]], hidden or _nothing,
+        shown[:MAX_FILES], common, roots[:64], [index_look(r) for r in roots[:64]], hidden or _nothing,
         [(p, _read(p)[1]) for p in _stopped(own)], frozenset(os.path.realpath(d) for d in existing),
     )  # fmt: skip
 
@@ -217,7 +217,7 @@ def _nothing(path: str) -> bool:
     return False
 
 
-def _index_look(root: str) -> tuple[int, int, int] | None:
+def index_look(root: str) -> tuple[int, int, int] | None:
     """(inode, size, ctime) of the work tree's index: a session that wrote none added no submodule to it."""
     from ai_sandbox.git import git_dir_of
 
@@ -274,7 +274,7 @@ def restore(settings: Settings, pid: int) -> str | None:
                     [
                         r
                         for r, look in zip(settings.roots, settings.indexes, strict=True)
-                        if _index_look(r) != look or not look
+                        if index_look(r) != look or not look
                     ],
                     settings.roots[0],
                     settings.common,

@@ -18,6 +18,7 @@ from ai_sandbox import (
     fs,
     git,
     gitsettings,
+    hiddenedits,
     history,
     idents,
     layers,
@@ -627,8 +628,8 @@ def _move_home_files(req: Request) -> None:
 
 def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
     """What runs once the sandbox of pid is gone (in the watcher; and at once under a supervised backend): the
-    index marks of hidden tracked files cleared (skipworktree.py), and what git checked out into hidden
-    directories named (unwritten.py). None when there is nothing to do."""
+    index marks of hidden tracked files cleared (skipworktree.py), those the session set itself too (hiddenedits.py),
+    and what git checked out into hidden directories named (unwritten.py). None when there is nothing to do."""
     policy, env, marks, trees, seen = prepared.policy, prepared.env, prepared.marks, prepared.trees, prepared.seen
     dirs = policy.in_git and any(m.is_dir for m in policy.masks)
     files = policy.in_git and not all(m.is_dir for m in policy.masks)  # a branch may track one (unwritten.py)
@@ -640,7 +641,8 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
     if not (marks.needs or dirs or files or settings):
         return None
 
-    held = skipworktree.Held(marks.needs) if marks.needs else None
+    looks = hiddenedits.look(policy.root, trees) if policy.in_git else []
+    held = skipworktree.Held([*marks.needs, *(lk.tree for lk in looks)]) if marks.needs or looks else None
     stashed: list[str] = []
     log = ""
     indexes: dict[str, tuple[int, ...]] = {}
@@ -657,6 +659,8 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
             gitsettings.say(settings, pid)
         if marks.needs:
             skipworktree.release(env, policy.root, pid, held)
+        if looks:  # after release: what is left of ai-sandbox's own marks is the live sessions'
+            hiddenedits.clear(env, policy.root, looks, held)
         if dirs or files:
             from ai_sandbox import unwritten
 

@@ -123,7 +123,7 @@ def edited(marks: Marks, skip: Iterable[str] = ()) -> list[str]:
             oid = blobs.get(p, "")
             if p in flagged or path in skipped or not oid:
                 continue  # a mark of yours: git outside does not see the edit either
-            got = _blob_id(path, len(oid))
+            got = blob_id(path, len(oid))
             if got is not None and got != oid:
                 out.append(path)
     return out
@@ -132,7 +132,7 @@ def edited(marks: Marks, skip: Iterable[str] = ()) -> list[str]:
 _EDITED_LIMIT = 64 << 20  # bytes read to hash one hidden tracked file; a larger one is not named (cannot tell)
 
 
-def _blob_id(path: str, size: int) -> str | None:
+def blob_id(path: str, size: int) -> str | None:
     """The object id git would give path's content (a link: its target), or None when it cannot be read."""
     if size == 64:
         from ai_sandbox.paths import sha256 as digest
@@ -220,15 +220,15 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
             blobs = marks.blobs.get(tree, {})
             owned.setdefault(tree, {}).update({p: blobs.get(p, "") for p in paths})
         for tree in owned:
-            ids.setdefault(tree, _tree_id(tree))  # which directory the marks are in: a path can be replaced
-            gitdirs.setdefault(tree, _gitdir_id(tree))  # and which index: a `.git` file can name another
+            ids.setdefault(tree, tree_id(tree))  # which directory the marks are in: a path can be replaced
+            gitdirs.setdefault(tree, gitdir_id(tree))  # and which index: a `.git` file can name another
         if needs:
             live[str(os.getpid())] = {"start": _start_time(os.getpid()), "needs": needs}
         _save(path, owned, theirs, live, ids, gitdirs)
         try:
             deadline = time.monotonic() + _LOCK_WAIT
             for tree, paths in todo.items():
-                _update_index(env, tree, "--skip-worktree", paths, deadline)
+                update_index(env, tree, "--skip-worktree", paths, deadline)
         except PolicyError:  # no session runs: what was set stays recorded, for the next launch to clear
             live.pop(str(os.getpid()), None)
             _save(path, owned, theirs, live, ids, gitdirs)
@@ -271,7 +271,7 @@ def _same(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
-def _gitdir_id(tree: str) -> str:
+def gitdir_id(tree: str) -> str:
     """ "DEV:INO" of the git directory the work tree's `.git` names now; "" when there is none."""
     try:
         st = os.stat(git.git_dir_of(tree))
@@ -280,7 +280,7 @@ def _gitdir_id(tree: str) -> str:
     return f"{st.st_dev}:{st.st_ino}" if stat.S_ISDIR(st.st_mode) else ""
 
 
-def _tree_id(tree: str) -> str:
+def tree_id(tree: str) -> str:
     """ "DEV:INO" of the work tree's directory itself (a link is not followed); "" when there is none."""
     try:
         st = os.lstat(tree)
@@ -297,7 +297,7 @@ def release(env: Mapping[str, str], root: str, pid: int, held: Held | None = Non
     try:
         _release(env, path, pid, held)
     except PolicyError as e:  # a journal made unreadable from outside: the marks stay set, said (red team)
-        _line(f"git's skip-worktree marks of this session are still set: {e}")
+        say_line(f"git's skip-worktree marks of this session are still set: {e}")
     except (OSError, ValueError):
         pass
 
@@ -333,13 +333,13 @@ class Cleared:
 
     def say(self) -> None:
         for tree, paths in self.doubtful.items():
-            _line(
+            say_line(
                 f"cleared git's skip-worktree mark of {_some(paths)} in {tree}: the session moved or changed marked "
                 "entries so that which of them held ai-sandbox's mark cannot be told (one may have been yours); "
                 "`git status` shows what to restore"
             )
         for tree, (paths, why) in self.kept.items():
-            _line(
+            say_line(
                 f"could not clear git's skip-worktree mark of {_some(paths)} in {tree} ({why}): until the next launch "
                 f"clears it, `git commit -a` leaves out your edits there; or, once nothing holds the lock, `git -C "
                 f"{_quote(tree)} update-index --no-skip-worktree PATH`"
@@ -353,7 +353,7 @@ def _some(paths: list[str]) -> str:
     return shown + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
 
 
-def _line(text: str) -> None:
+def say_line(text: str) -> None:
     from ai_sandbox.fs import printable
 
     with contextlib.suppress(OSError):
@@ -414,11 +414,11 @@ def _clear(
     for tree in list(owned):
         where = (moved or {}).get(tree)
         if where is None:
-            here = _tree_id(tree)
+            here = tree_id(tree)
             where = tree if here and ids.get(tree, here) == here else None
         if where is None:
             continue  # moved away, or replaced, during a session not held here: kept, cleared once it is back
-        if gitdirs.get(tree, "") not in ("", _gitdir_id(where)):
+        if gitdirs.get(tree, "") not in ("", gitdir_id(where)):
             if out is not None:
                 out.kept[where] = (sorted(owned[tree]), "its .git does not name the git directory they were set in")
             continue  # kept, cleared once the .git is back
@@ -431,7 +431,7 @@ def _clear(
         still = sorted(p for p in drop if p in now)  # the agent may have removed the file from the index
         if still:
             try:
-                _update_index(env, where, "--no-skip-worktree", still, deadline)
+                update_index(env, where, "--no-skip-worktree", still, deadline)
             except PolicyError as e:
                 if out is None:
                     raise
@@ -552,6 +552,17 @@ def _all_locked(path: str) -> Iterator[dict[str, dict[str, Any]]]:
         yield {p: _load(p) for p in others}
 
 
+@contextlib.contextmanager
+def owned_marks(env: Mapping[str, str], root: str) -> Iterator[dict[str, set[str]]]:
+    """Every journal locked: the marks ai-sandbox holds in them (tree -> paths), which no launch of any root adds to
+    meanwhile (protect names a mark in its journal before git sets it). What hiddenedits.py must leave alone."""
+    path = journal_path(env, root)
+    with _all_locked(path) as others:
+        owned = {tree: set(paths) for tree, paths in _entries(_load(path), "owned").items()}
+        _add(owned, _others(others)[1])
+        yield owned
+
+
 def _others(others: dict[str, dict[str, Any]]) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     """What the other journals' live sessions need, and the marks those journals hold (tree -> paths)."""
     need: dict[str, set[str]] = {}
@@ -574,7 +585,7 @@ def _adopt(
     under the name it had before a session moved it (found by its directory's device and inode): launches of the
     moved root have a journal of their own, and the marks a session's end could not clear (another git's
     index.lock) stayed set for good (red team: `mv p p2`, the lock left behind)."""
-    here = {t: i for t in trees if (i := _tree_id(t))}
+    here = {t: i for t in trees if (i := tree_id(t))}
     for other, doc in others.items():
         if _live_sessions(doc):
             continue
@@ -584,7 +595,7 @@ def _adopt(
         if not moved:
             continue
         for t, x in moved.items():
-            if o_gitdirs.get(t, "") not in ("", _gitdir_id(x)):
+            if o_gitdirs.get(t, "") not in ("", gitdir_id(x)):
                 continue  # another repository's index
             # only what is still marked there, the same entry: a new repository that got a deleted one's inodes
             # holds none of its marks, and its user's own must not be taken (red team)
@@ -639,7 +650,7 @@ def _index_listing(tree: str) -> bytes:
     return git.git_output(["ls-files", "-z", "--stage", "-t"], tree, timeout=git.QUICK)
 
 
-def _update_index(env: Mapping[str, str], tree: str, flag: str, paths: list[str], deadline: float) -> None:
+def update_index(env: Mapping[str, str], tree: str, flag: str, paths: list[str], deadline: float) -> None:
     """One `update-index` for all paths; git's index.lock held by another git is waited for until deadline
     (time.monotonic), then refused. One deadline for all the trees of a launch or a session end: with a wait each,
     an agent that left an index.lock in each of many worktrees held every journal's lock for that many waits, and

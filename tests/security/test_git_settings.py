@@ -523,18 +523,12 @@ def test_the_session_is_over_when_the_launch_returns(ws):
         assert planted == "", f"core.fsmonitor outlived the launch (run {i + 1}): {said}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: marks a session sets itself outlive it, as outside (forty-fifth red team, F3; threat-model.md)",
-)
 def test_a_mark_that_hides_an_edit_from_git_does_not_outlive_the_session(ws):
     """The session edits a tracked file and marks it `--assume-unchanged` or `--skip-worktree`: the user's own
     `git status` and `git diff` then showed nothing, and `git commit -a` left the edit out (forty-fifth red team,
-    F3; as outside, where the same commands leave the marks). Wanted: the end clears the marks the session set on
-    files that are there, and names them; the user's own stay, and so does a skip-worktree mark on a file that is not
-    there (what a sparse checkout sets: cleared, `commit -a` would delete the file). A first try (not kept) cleared
-    the user's own marks that the session's `git mv` had moved (test_between_sessions: they must stay, as in the
-    control) and went through a link the session put where a nested work tree was, into another repository."""
+    F3; as outside, where the same commands leave the marks). The end clears the marks the session set on files that
+    are there, and names them (hiddenedits.py); the user's own stay, and so does a skip-worktree mark on a file that
+    is not there (what a sparse checkout sets: cleared, `commit -a` would delete the file)."""
     _repo(ws)
     for name in ("b.txt", "c.txt", "mine.txt", "gone.txt"):
         ws.write(name, f"{name}\n")
@@ -556,3 +550,43 @@ def test_a_mark_that_hides_an_edit_from_git_does_not_outlive_the_session(ws):
     assert _outside_git(ws, "status", "--porcelain").stdout.splitlines() == [" M b.txt", " M c.txt"]
     said = [line for line in res.err.splitlines() if "b.txt" in line]
     assert len(said) == 1 and "c.txt" in said[0] and "mine.txt" not in said[0], res.err
+
+
+# The session's own write of the index: each entry named gets the stat data of the file as it is now (index versions
+# 2 and 3), and the index its checksum anew; git then trusts the entry and never reads the file.
+FORGE = r"""
+import hashlib, os, struct, sys
+data = bytearray(open(".git/index", "rb").read())
+assert data[:4] == b"DIRC" and struct.unpack(">I", data[4:8])[0] in (2, 3)
+off = 12
+for _ in range(struct.unpack(">I", data[8:12])[0]):
+    flags = struct.unpack(">H", data[off + 60 : off + 62])[0]
+    ext = 2 if flags & 0x4000 else 0
+    name = bytes(data[off + 62 + ext : off + 62 + ext + (flags & 0xFFF)])
+    if name.decode() in sys.argv[1:]:
+        st = os.lstat(name)
+        fields = (st.st_ctime_ns // 10**9, st.st_ctime_ns % 10**9, st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9,
+                  st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF, st.st_mode, st.st_uid, st.st_gid, st.st_size)
+        struct.pack_into(">10I", data, off, *fields)
+    off += (62 + ext + (flags & 0xFFF) + 8) & ~7
+body = bytes(data[:-20])
+open(".git/index", "wb").write(body + hashlib.sha1(body).digest())
+"""
+
+
+def test_an_index_entry_given_the_stat_of_an_edit_does_not_hide_it_after_the_session(ws):
+    """The session edits a tracked file and writes the index itself, the entry given the edited file's stat: git
+    trusts the stat, and the user's `git status`, `git diff` and `commit -a` saw nothing, with no mark to find (found
+    while closing F3: the same hiding, by the index's bytes). The end gives such an entry no stat data (hiddenedits.py),
+    and git reads the file again. Silent: nothing shows that would not show without the session's write."""
+    _repo(ws)
+    ws.write("b.txt", "b\n")
+    ws.git("add", "b.txt")
+    ws.git("commit", "-qm", "b")
+    script = 'echo evil >> b.txt && sleep 1.1 && python3 -c "$FORGE" b.txt && git status --porcelain -uno && echo done'
+    res = ws.run("--", "sh", "-c", script, env={"FORGE": FORGE})
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)  # inside, git sees nothing: the forgery works
+    assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == [" M b.txt"]
+    assert "+evil" in _outside_git(ws, "diff").stdout
+    assert _outside_git(ws, "ls-files", "-v", "b.txt").stdout == "H b.txt\n"
+    assert "b.txt" not in res.err, res.err

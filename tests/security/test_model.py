@@ -13,7 +13,9 @@ The actions are what an agent steered by what it reads can do from inside: renam
 since the sixth red team, what crosses roots: the world holds a nested clone (`lib`, its own rules and a blocked
 tracked file) and a linked worktree (`../wt`), each session is launched from the project, the clone or the
 worktree, and may empty the others' `.gitignore`, move the clone, or mark a decoy index entry that holds the
-hidden file's object. A launch that refuses ends the sequence (the user would have to look and `accept`). Known
+hidden file's object; and, since the forty-fifth, edit a tracked file and mark it so that git does not see the edit
+(assume-unchanged, skip-worktree: the end clears such marks and names them, and the control clears the same), beside
+a mark of the user's own over a local change, which stays wherever `git mv` carries it. A launch that refuses ends the sequence (the user would have to look and `accept`). Known
 gaps stay out of the vocabulary, each said where it is left out.
 
 In `make test` a short, derandomized run (a few minutes in all); `make fuzz` (AI_SANDBOX_FUZZ_SECONDS) runs random
@@ -118,6 +120,8 @@ CROSS_ACTIONS = st.sampled_from(
         "git update-index --no-skip-worktree aaa.txt",
         # the eighth's: the clone carried out of the project (a launch "from the clone" then starts there)
         "python3 $OUT/../fsop.py mv $REPO/lib $OUT/lib3",
+        # the forty-fifth's F3: an edit hidden from git by a mark the session sets (the end clears it and says so)
+        "cd $REPO/lib && echo '# edit' >> app.py && git update-index --skip-worktree app.py",
     ]
 )
 FS_ACTIONS = st.one_of(
@@ -169,6 +173,7 @@ GIT_ACTIONS = st.sampled_from(
         "git checkout -q -b topic",
         "git reset -q --hard",
         "git merge -q --ff-only feat",
+        "echo '# edit' >> src/app.py && git update-index --assume-unchanged src/app.py",
     ]
 )
 SESSIONS = st.tuples(
@@ -235,6 +240,9 @@ class World:
         self.ws.git("add", "-f", "secrets/README.md")
         self._git("commit", "-qm", "feat")
         self._git("checkout", "-q", "main")
+        # the user's own mark over a local change: it stays, wherever `git mv` carries it (hiddenedits.py)
+        self.ws.git("update-index", "--assume-unchanged", "svc/app.py")
+        self.ws.write("svc/app.py", "print(2)  # local\n")
         for rel, name in (("svc/.env", "SVCENV"), ("secrets/key.txt", "KEY"), (".gemini/.env", "GEMINI")):
             self.ws.write(rel, self._secret(name))
         self.ws.write("node_modules/x/index.js", "module.exports = 1\n")
@@ -408,6 +416,8 @@ class World:
         file's object and moved the file (skipworktree._follow): every candidate is cleared, and a line names
         them; in the control, the same entries are cleared by hand."""
         for line in self.said.splitlines():
+            if "cleared git index marks the session set in " in line:
+                self.users_clear(line)
             if "cleared git's skip-worktree mark of" not in line:
                 continue
             names, _, tree = line.split(" mark of ", 1)[1].partition(" in ")
@@ -417,6 +427,20 @@ class World:
                 subprocess.run(
                     ["git", "-c", "safe.directory=*", "-C", str(there), "update-index", "--no-skip-worktree", name],
                     check=False,
+                    capture_output=True,
+                )
+
+    def users_clear(self, line: str) -> None:
+        """The control's side of the line naming the marks a session set itself (hiddenedits.py): the same marks
+        cleared by hand (`cleared git index marks the session set in TREE, which …: MARK on A, B; MARK on C`)."""
+        tree, _, rest = line.split(" the session set in ", 1)[1].partition(", which ")
+        there = self.control / os.path.relpath(tree, self.base)
+        for part in rest.split("`git commit -a`: ", 1)[1].split("; "):
+            mark, _, names = part.partition(" on ")
+            for name in names.split(", "):
+                subprocess.run(
+                    ["git", "-c", "safe.directory=*", "-C", str(there), "update-index", f"--no-{mark}", name],
+                    check=True,
                     capture_output=True,
                 )
 
@@ -489,11 +513,11 @@ class World:
         clone = self.clone(repo.parent)
         return {
             "HEAD": git("rev-parse", "--abbrev-ref", "HEAD") + git("rev-parse", "HEAD"),
-            "index": git("ls-files", "-s", "-t"),
+            "index": git("ls-files", "-s", "-t", "-v"),
             "status": git("status", "--porcelain"),
-            "clone": git("rev-parse", "HEAD", where=clone) + git("ls-files", "-s", "-t", where=clone),
+            "clone": git("rev-parse", "HEAD", where=clone) + git("ls-files", "-s", "-t", "-v", where=clone),
             "worktree": git("rev-parse", "HEAD", where=wt)
-            + git("ls-files", "-s", "-t", where=wt)
+            + git("ls-files", "-s", "-t", "-v", where=wt)
             + git("status", "--porcelain", where=wt),
             "worktree files": files(wt),
             "work tree": files(repo, (".git",)),

@@ -91,17 +91,17 @@ def test_the_journal_names_the_marks_before_git_sets_them(tmp_path, monkeypatch)
     (repo / "prod.tfvars").write_text("x\n")
     subprocess.run(["git", "-C", str(repo), "add", "prod.tfvars"], check=True)
     env = {"XDG_STATE_HOME": str(tmp_path / "state"), "HOME": str(tmp_path)}
-    real = skipworktree._update_index
+    real = skipworktree.update_index
 
     def killed_after(env: dict[str, str], tree: str, flag: str, paths: list[str], wait: float) -> None:
         real(env, tree, flag, paths, wait)
         raise KeyboardInterrupt  # the signal, right after git wrote the index
 
-    monkeypatch.setattr(skipworktree, "_update_index", killed_after)
+    monkeypatch.setattr(skipworktree, "update_index", killed_after)
     marks = skipworktree.Marks(needs={str(repo): ["prod.tfvars"]})
     with pytest.raises(KeyboardInterrupt):
         skipworktree.protect(env, str(repo), marks)
-    monkeypatch.setattr(skipworktree, "_update_index", real)
+    monkeypatch.setattr(skipworktree, "update_index", real)
     listing = subprocess.run(["git", "-C", str(repo), "ls-files", "-t"], capture_output=True, text=True).stdout
     assert listing == "S prod.tfvars\n"  # set, and the session is gone
     skipworktree.release(env, str(repo), os.getpid())
@@ -340,7 +340,7 @@ def test_index_locks_left_in_many_work_trees_are_waited_for_once_in_all(tmp_path
 
 
 def test_a_files_object_id_is_the_one_git_gives_it(tmp_path):
-    """skipworktree._blob_id hashes as `git hash-object` does, in a SHA-1 and a SHA-256 repository: a file, an
+    """skipworktree.blob_id hashes as `git hash-object` does, in a SHA-1 and a SHA-256 repository: a file, an
     empty one, binary bytes, a link (its target)."""
     for fmt, size in (("sha1", 40), ("sha256", 64)):
         repo = tmp_path / fmt
@@ -357,16 +357,16 @@ def test_a_files_object_id_is_the_one_git_gives_it(tmp_path):
                 want = subprocess.run(
                     ["git", "hash-object", "--stdin"], input="a.txt", cwd=repo, capture_output=True, text=True
                 ).stdout.strip()
-            assert skipworktree._blob_id(str(repo / name), size) == want, (fmt, name)
-        assert skipworktree._blob_id(str(repo / "missing"), size) is None
+            assert skipworktree.blob_id(str(repo / name), size) == want, (fmt, name)
+        assert skipworktree.blob_id(str(repo / "missing"), size) is None
 
 
 def test_a_file_that_cannot_be_hashed_safely_is_not_named(tmp_path, monkeypatch):
     """A FIFO (never waited on) and a file past the read limit (another session may swap one in) have no id."""
     os.mkfifo(tmp_path / "fifo")
-    assert skipworktree._blob_id(str(tmp_path / "fifo"), 40) is None
+    assert skipworktree.blob_id(str(tmp_path / "fifo"), 40) is None
     (tmp_path / "big").write_bytes(b"x" * 100)
     monkeypatch.setattr(skipworktree, "_EDITED_LIMIT", 99)
-    assert skipworktree._blob_id(str(tmp_path / "big"), 40) is None
+    assert skipworktree.blob_id(str(tmp_path / "big"), 40) is None
     monkeypatch.setattr(skipworktree, "_EDITED_LIMIT", 100)
-    assert skipworktree._blob_id(str(tmp_path / "big"), 40) is not None
+    assert skipworktree.blob_id(str(tmp_path / "big"), 40) is not None

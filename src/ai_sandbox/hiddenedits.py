@@ -1,0 +1,286 @@
+"""What a session leaves in the git index to hide its edits from the user's own git, undone at its end.
+
+- **Marks**: `git update-index --assume-unchanged` or `--skip-worktree` on a tracked file makes git take the index's
+  copy for the file, so the session's edit of it is gone from the user's `git status` and `git diff`, and `git commit
+  -a` leaves it out (forty-fifth red team, F3; outside, the same commands leave the marks). Every such mark the
+  session added, on a file that is there, is cleared and named in one line. What stays, as in a run without the
+  sandbox: the marks the index held at the launch (the user's, by path; one git carried along to a new path with `git
+  mv`, by its object id), ai-sandbox's own (skipworktree.py, while a live session needs them), and a skip-worktree
+  mark on a file the work tree lacks (what a sparse checkout sets: cleared, `git commit -a` would delete the file).
+  Where more new marks hold a moved mark's object than marks moved, which are the user's cannot be told: all stay,
+  named (cleared, one may be the user's over a local change of a secret, which `commit -a` would then take).
+- **Stat data**: git trusts an entry whose recorded size, times and inode match the file's, and never reads it. The
+  index is a file the session can write: an entry rewritten with the stat of the edited file (its checksum made
+  anew) hid the edit from `git status`, `git diff` and `git commit -a` with no mark at all (measured, git 2.39). The
+  file's change time is the one field no process can set, so an entry git trusts for a file written during the
+  session records a change time after the launch: each such entry whose content is not its object's gets its stat
+  data cleared (`update-index --index-info`: same mode, object and flags), and git looks at the file again.
+
+The launch reads nothing for this: its scan listed the index with the marks (`ls-files -t -v`), and that listing is
+what the end compares with. The end lists again only the indexes whose file changed, and reaches each work tree
+through the descriptor the launch opened on it (skipworktree.Held): a session may have moved it, or put a link to
+another repository in its place.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping
+
+from ai_sandbox.records import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ai_sandbox.layers.tree import Tree
+    from ai_sandbox.skipworktree import Held
+
+ASSUME, SKIP = "assume-unchanged", "skip-worktree"
+_FLAGS = {ASSUME: "--no-assume-unchanged", SKIP: "--no-skip-worktree"}
+_TAGS = (b"h ", b"s ", b"S ")  # what `ls-files --stage -t -v` tags a marked stage-0 entry with (H: not marked)
+_FILES = (b"100644", b"100755", b"120000")  # the modes of entries git compares with a file by its stat
+Marked = dict[str, tuple[frozenset[str], str]]  # path -> (its marks, its object id)
+
+
+@record
+class Look:
+    """One work tree's index as the launch's scan listed it."""
+
+    tree: str  # the work tree's path
+    listing: bytes  # `ls-files -z --stage -t -v`, as the scan got it
+    ident: str  # "DEV:INO" of the work tree's directory (skipworktree.tree_id)
+    gitdir: str  # "DEV:INO" of the git directory its `.git` names (skipworktree.gitdir_id)
+    index: tuple[int, int, int] | None  # the index file's (inode, size, ctime): one unchanged is not listed again
+    since: int  # time.time_ns() before the session: a change time after it is the session's (or later)
+
+
+def look(root: str, trees: Iterable[Tree]) -> list[Look]:
+    """The launch's look at every work tree it scanned: a few stat calls each, no git."""
+    from ai_sandbox.gitsettings import index_look
+    from ai_sandbox.skipworktree import gitdir_id, tree_id
+
+    since = time.time_ns() - 10**9  # a file system's clock is coarse: it may lag a few ms behind
+    out = []
+    for t in trees:
+        path = os.path.join(root, t.prefix).rstrip("/") or "/"
+        out.append(Look(path, t.scan._index, tree_id(path), gitdir_id(path), index_look(path), since))
+    return out
+
+
+def marked(listing: bytes) -> Marked:
+    """The marked stage-0 entries of an `ls-files -z --stage -t -v` listing. Each tag is searched for in git's bytes:
+    an index with no mark (nearly all) is never split."""
+    out: Marked = {}
+    for tag in _TAGS:
+        i = 0 if listing.startswith(tag) else _after(listing, b"\0" + tag, 0)
+        while i != -1:
+            end = listing.find(b"\0", i)
+            end = len(listing) if end == -1 else end
+            meta, _, raw = listing[i:end].partition(b"\t")
+            fields = meta.split(b" ")
+            if len(fields) == 4 and fields[3] == b"0":
+                out[os.fsdecode(raw)] = (_bits(tag[:1]), fields[2].decode())
+            i = _after(listing, b"\0" + tag, end)
+    return out
+
+
+def _bits(tag: bytes) -> frozenset[str]:
+    return frozenset(({ASSUME} if tag.islower() else set()) | ({SKIP} if tag in (b"s", b"S") else set()))
+
+
+def _after(listing: bytes, needle: bytes, start: int) -> int:
+    """Where the record after the next `\\0` + tag begins, or -1."""
+    j = listing.find(needle, start)
+    return -1 if j == -1 else j + 1
+
+
+@record
+class Entry:
+    """One stage-0 index entry as `ls-files -z --stage -t -v --debug` shows it."""
+
+    tag: bytes
+    mode: bytes
+    oid: str
+    changed: int  # the change time git recorded for it, in ns (0: none)
+    flags: int  # git's in-memory flags: 0 for a plain entry (no mark, no intent-to-add, no sparse directory)
+
+
+def entries(listing: bytes) -> dict[str, Entry]:
+    """Every stage-0 entry of an `ls-files -z --stage -t -v --debug` listing. Each record is `TAG MODE OID
+    STAGE<TAB>PATH<NUL>` and five lines of stat data: a path may hold a newline, never a NUL, so the records are
+    found by the NULs and the five lines after each. Anything else refuses (ValueError): never a guess."""
+    pieces = listing.split(b"\0")
+    out: dict[str, Entry] = {}
+    head = pieces[0]
+    for piece in pieces[1:]:
+        lines = piece.split(b"\n", 5)
+        if len(lines) != 6 or not lines[0].startswith(b"  ctime: ") or b"\tflags: " not in lines[4]:
+            raise ValueError("git ls-files --debug printed an unexpected record")
+        meta, _, raw = head.partition(b"\t")
+        fields = meta.split(b" ")
+        if len(fields) != 4 or len(fields[0]) != 1:
+            raise ValueError("git ls-files --debug printed an unexpected record")
+        if fields[3] == b"0":
+            sec, _, ns = lines[0][len(b"  ctime: ") :].partition(b":")
+            flags = int(lines[4].rsplit(b"\tflags: ", 1)[1], 16)
+            out[os.fsdecode(raw)] = Entry(fields[0], fields[1], fields[2].decode(), int(sec) * 10**9 + int(ns), flags)
+        head = lines[5]
+    if head:
+        raise ValueError("git ls-files --debug printed an unexpected record")
+    return out
+
+
+@record
+class Found:
+    """What the end found in one work tree."""
+
+    clear: dict[str, list[str]]  # mark -> the paths the session set it on: cleared
+    doubtful: list[str]  # new marks that may be the user's, carried by `git mv`: kept, named
+
+
+def compare(before: Marked, now: dict[str, Entry], present: Mapping[str, bool], ours: set[str]) -> Found:
+    """The marks the session set: on an entry now and not on it before at that path, and neither ai-sandbox's
+    (ours: its skip-worktree marks a live session still needs) nor one the index held at the launch and git carried to
+    a new path (same mark, same object, and its old path gone from the index or holding another object now). present:
+    whether each marked path is in the work tree (a skip-worktree mark on a missing file stays)."""
+    lost: dict[tuple[str, str], int] = {}
+    for p, (bits, oid) in before.items():
+        there = now.get(p)
+        if there is not None and there.oid == oid:
+            continue  # still there, or taken off where it was: a mark not carried anywhere
+        for b in bits - (_bits(there.tag) if there is not None else frozenset()):
+            lost[(b, oid)] = lost.get((b, oid), 0) + 1
+    clear: dict[str, list[str]] = {}
+    carried: dict[tuple[str, str], list[str]] = {}
+    for p, e in sorted(now.items()):
+        new = _bits(e.tag) - before.get(p, (frozenset(), ""))[0] - ({SKIP} if p in ours else set())
+        for b in sorted(new):
+            if (b, e.oid) in lost:
+                carried.setdefault((b, e.oid), []).append(p)
+            elif b == ASSUME or present.get(p, True):
+                clear.setdefault(b, []).append(p)
+    doubtful = sorted({p for key, ps in carried.items() if len(ps) > lost[key] for p in ps})
+    return Found(clear, doubtful)
+
+
+def trusted_since(now: dict[str, Entry], since: int) -> list[str]:
+    """The plain entries of files whose stat git recorded after since: the only ones a session can have made git
+    trust over an edit (a change time is set by the kernel, to now, at every write)."""
+    return sorted(p for p, e in now.items() if e.changed >= since and e.flags == 0 and e.mode in _FILES)
+
+
+def clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | None) -> None:
+    """At the session's end, after skipworktree.release: undo what the session left in each index to hide its edits
+    (the module's docstring), in each work tree where it is now; said in one line each. Never raises: it runs as the
+    session ends."""
+    from ai_sandbox.errors import PolicyError
+    from ai_sandbox.skipworktree import say_line
+
+    try:
+        _clear(env, root, looks, held)
+    except PolicyError as e:  # git could not list an index, or a journal is unreadable: said, never raised
+        say_line(f"could not look for what the session hid from git in its index: {e.message}")
+    except (OSError, ValueError) as e:
+        say_line(f"could not look for what the session hid from git in its index: {e}")
+
+
+def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | None) -> None:
+    from ai_sandbox import git
+    from ai_sandbox.gitsettings import index_look
+    from ai_sandbox.skipworktree import gitdir_id, owned_marks, tree_id
+
+    moved = held.now() if held else {}
+    todo: list[tuple[Look, str, dict[str, Entry]]] = []
+    for lk in looks:
+        where = moved.get(lk.tree)
+        if where is None:
+            where = lk.tree if lk.ident and tree_id(lk.tree) == lk.ident else None
+        if where is None or (lk.gitdir and gitdir_id(where) != lk.gitdir):
+            continue  # gone, or another repository in its place: nothing of this index is reachable there
+        if where == lk.tree and index_look(where) == lk.index:
+            continue  # the index file was not written
+        listed = git.git_output(["ls-files", "-z", "--stage", "-t", "-v", "--debug"], where, timeout=git.QUICK)
+        todo.append((lk, where, entries(listed)))
+    deadline = time.monotonic() + 2.0  # for every tree's index.lock together (skipworktree.update_index)
+    for lk, where, now in todo:
+        _restat(env, where, now, trusted_since(now, lk.since), deadline)
+    todo = [(lk, where, now) for lk, where, now in todo if any(e.tag != b"H" for e in now.values())]
+    if not todo:
+        return
+    with owned_marks(env, root) as ours:  # no launch marks its hidden files meanwhile
+        for lk, where, now in todo:
+            present = {p: os.path.lexists(os.path.join(where, p)) for p, e in now.items() if e.tag != b"H"}
+            found = compare(marked(lk.listing), now, present, ours.get(lk.tree, set()) | ours.get(where, set()))
+            _apply(env, where, found, deadline)
+
+
+def _restat(env: Mapping[str, str], where: str, now: dict[str, Entry], paths: list[str], deadline: float) -> None:
+    """Clear the stat data of each entry in paths whose file's content is not its object (skipworktree's hash, as git
+    hashes a blob, without git): git then reads the file (racily clean or not) and sees what is there. A file git
+    filters (git-crypt, LFS, line endings) hashes otherwise and is looked at again too, once: harmless. Silent, as
+    nothing the user's git shows changes but what the session had hidden."""
+    from ai_sandbox.git import index_write
+    from ai_sandbox.paths import cache_dir
+    from ai_sandbox.skipworktree import blob_id, say_line
+
+    stale = [p for p in paths if blob_id(os.path.join(where, p), len(now[p].oid)) != now[p].oid]
+    if not stale:
+        return
+    data = b"".join(now[p].mode + b" " + now[p].oid.encode() + b"\t" + os.fsencode(p) + b"\0" for p in stale)
+    while True:
+        proc = index_write(["update-index", "-z", "--index-info"], where, data, cache_dir(env))
+        if proc.returncode == 0:
+            return
+        if b"index.lock" not in proc.stderr or time.monotonic() > deadline:
+            from ai_sandbox.fs import some
+
+            first = os.fsdecode(proc.stderr).strip().splitlines()[:1] or ["no message"]
+            say_line(
+                f"could not make git look again at {some(stale)} in {where} ({first[0]}): the session may have made "
+                "git's index hide its edits there; `touch` each of them, and `git status` shows them"
+            )
+            return
+        time.sleep(0.05)
+
+
+def _by_mark(marks: dict[str, list[str]]) -> str:
+    """`assume-unchanged on a, b; skip-worktree on c`."""
+    from ai_sandbox.fs import some
+
+    return "; ".join(f"{m} on {some(marks[m])}" for m in (ASSUME, SKIP) if marks.get(m))
+
+
+def _apply(env: Mapping[str, str], where: str, found: Found, deadline: float) -> None:
+    import shlex
+
+    from ai_sandbox.errors import PolicyError
+    from ai_sandbox.fs import some
+    from ai_sandbox.skipworktree import say_line, update_index
+
+    done: dict[str, list[str]] = {}
+    failed: dict[str, list[str]] = {}
+    why = ""
+    for mark, paths in found.clear.items():  # one call per mark: git applies only the last of the two flags given
+        try:
+            update_index(env, where, _FLAGS[mark], paths, deadline)
+            done[mark] = paths
+        except PolicyError as e:
+            failed[mark] = paths
+            why = "another git holds its index.lock" if "index.lock" in e.message else e.message
+    if done:
+        say_line(
+            f"cleared git index marks the session set in {where}, which hid its edits there from your `git status`, "
+            f"`git diff` and `git commit -a`: {_by_mark(done)}"
+        )
+    if failed:
+        say_line(
+            f"could not clear git index marks the session set in {where} ({why}), which hide its edits there from "
+            f"`git status`: {_by_mark(failed)}; `git -C {shlex.quote(where)} update-index --no-assume-unchanged "
+            "PATH` (or `--no-skip-worktree PATH`) clears one"
+        )
+    if found.doubtful:
+        say_line(
+            f"kept the git index marks of {some(found.doubtful)} in {where}: the session moved marked entries, and "
+            "which of these marks are yours cannot be told; `git ls-files -v` shows them (h, s, S), `git status` "
+            "does not show their edits"
+        )

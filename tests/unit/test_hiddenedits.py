@@ -1,0 +1,168 @@
+"""What a session leaves in the git index to hide its edits (hiddenedits.py): the marks the end takes for the
+session's, from two listings, and the entries whose stat data it looks at again."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ai_sandbox.hiddenedits import ASSUME, SKIP, Entry, compare, entries, marked, trusted_since
+
+A, B, C = "a" * 40, "b" * 40, "c" * 40
+
+
+def _listing(*entries: tuple[str, str, str]) -> bytes:
+    """(tag, object id, path) -> an `ls-files -z --stage -t -v` listing."""
+    return b"".join(f"{tag} 100644 {oid} 0\t{path}\0".encode() for tag, oid, path in entries)
+
+
+def test_each_tag_git_gives_a_mark_is_read_and_an_unmarked_index_is_empty():
+    got = marked(_listing(("h", A, "a"), ("S", B, "b"), ("s", C, "c"), ("H", A, "d")))
+    assert got == {"a": (frozenset({ASSUME}), A), "b": (frozenset({SKIP}), B), "c": (frozenset({ASSUME, SKIP}), C)}
+    assert marked(_listing(("H", A, "x"), ("H", B, "hs x"))) == {}
+    assert marked(b"") == {}
+
+
+def test_a_tag_inside_a_name_or_an_unmerged_stage_is_not_a_mark():
+    listing = _listing(("H", A, "x\ts 100644 y")) + b"h 100644 " + B.encode() + b" 2\tconflict\0"
+    assert marked(listing) == {}
+
+
+def test_the_tags_are_the_ones_git_prints(tmp_path):
+    """Measured, not assumed: git's own listing of an index with each mark (lowercase: assume-unchanged)."""
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@e"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    for name in ("a", "b", "c", "d"):
+        (tmp_path / name).write_text(name)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "update-index", "--assume-unchanged", "a", "c"], check=True)
+    subprocess.run([*git, "update-index", "--skip-worktree", "b", "c"], check=True)
+    out = subprocess.run([*git, "ls-files", "-z", "--stage", "-t", "-v"], capture_output=True, check=True).stdout
+    assert {p: bits for p, (bits, _) in marked(out).items()} == {
+        "a": {ASSUME}, "b": {SKIP}, "c": {ASSUME, SKIP}
+    }  # fmt: skip
+
+
+def _now(listing: bytes) -> dict[str, Entry]:
+    """The end's entries for a plain listing: every one a plain entry, its stat recorded at 0."""
+    out = {}
+    for rec in listing.split(b"\0"):
+        if rec:
+            meta, _, path = rec.partition(b"\t")
+            tag, mode, oid, _ = meta.split(b" ")
+            out[path.decode()] = Entry(tag, mode, oid.decode(), 0, 0)
+    return out
+
+
+def test_the_sessions_marks_are_cleared_and_the_users_stay():
+    before = marked(_listing(("h", A, "mine"), ("H", B, "b")))
+    now_listing = _listing(("h", A, "mine"), ("h", B, "b"), ("S", C, "c"), ("S", C, "gone"))
+    found = compare(before, _now(now_listing), {"mine": True, "b": True, "c": True, "gone": False}, set())
+    assert found.clear == {ASSUME: ["b"], SKIP: ["c"]} and found.doubtful == []
+
+
+def test_a_mark_git_carried_with_git_mv_stays_and_one_left_at_its_path_is_no_excuse():
+    before = marked(_listing(("h", A, "mine"), ("H", A, "same")))
+    moved = _listing(("h", A, "mine2"), ("H", A, "same"))
+    assert compare(before, _now(moved), {}, set()).clear == {}
+    # the user's mark taken off where it is, and another entry with that object marked: not a move
+    off = _listing(("H", A, "mine"), ("h", A, "same"))
+    assert compare(before, _now(off), {}, set()).clear == {ASSUME: ["same"]}
+
+
+def test_a_mark_carried_off_a_path_another_entry_came_to_stays():
+    """`git mv e tmp && git mv d e`: the user's mark went to tmp with its object, d's entry came to e (its own mark,
+    ai-sandbox's, cleared by skipworktree's end). A first version took e, still listed, for a mark not moved."""
+    before = marked(_listing(("S", A, "e"), ("S", B, "d")))
+    now = _listing(("H", B, "e"), ("S", A, "tmp"))
+    assert compare(before, _now(now), {}, set()).clear == {}
+
+
+def test_more_marks_on_a_moved_marks_object_than_marks_moved_stay_and_are_named():
+    before = marked(_listing(("h", A, "mine")))
+    now = _listing(("h", A, "one"), ("h", A, "two"))
+    found = compare(before, _now(now), {}, set())
+    assert found.clear == {} and found.doubtful == ["one", "two"]
+
+
+def test_ai_sandboxs_own_marks_are_left_to_it_and_a_new_mark_on_top_of_the_users_is_the_sessions():
+    before = marked(_listing(("S", A, "hidden"), ("h", B, "mine")))
+    now = _listing(("s", A, "hidden"), ("s", B, "mine"), ("S", C, "ours"))
+    found = compare(before, _now(now), {}, {"ours"})
+    assert found.clear == {ASSUME: ["hidden"], SKIP: ["mine"]}
+
+
+@pytest.mark.parametrize("present", [True, False])
+def test_an_assume_unchanged_mark_is_cleared_whether_the_file_is_there_or_not(present):
+    now = _listing(("h", A, "f"), ("S", B, "g"))
+    found = compare({}, _now(now), {"f": present, "g": present}, set())
+    assert found.clear == ({ASSUME: ["f"], SKIP: ["g"]} if present else {ASSUME: ["f"]})
+
+
+_PATHS = st.sampled_from(["a", "b", "c", "d/e", "d/f"])
+_ENTRY = st.tuples(st.sampled_from(["H", "h", "S", "s"]), st.sampled_from([A, B, C]))
+
+
+@given(st.dictionaries(_PATHS, _ENTRY), st.dictionaries(_PATHS, _ENTRY), st.sets(_PATHS))
+def test_every_mark_is_either_as_at_the_launch_carried_ours_missing_cleared_or_named(before_d, now_d, ours):
+    """Whatever the session leaves: no new mark on a present file is silently kept."""
+    before_l = _listing(*((t, o, p) for p, (t, o) in sorted(before_d.items())))
+    now_l = _listing(*((t, o, p) for p, (t, o) in sorted(now_d.items())))
+    before, now = marked(before_l), marked(now_l)
+    found = compare(before, _now(now_l), {}, ours)
+    cleared = {(m, p) for m, ps in found.clear.items() for p in ps}
+    now_all = _now(now_l)
+    carried_from = {
+        (b, o)
+        for p, (bits, o) in before.items()
+        if p not in now_all or now_all[p].oid != o
+        for b in bits - (now[p][0] if p in now else frozenset())
+    }
+    for p, (bits, oid) in now.items():
+        for b in bits - before.get(p, (frozenset(), ""))[0]:
+            kept = (b == SKIP and p in ours) or (b, oid) in carried_from
+            assert ((b, p) in cleared) != kept or p in found.doubtful, (b, p)
+    for b, p in cleared:
+        assert b in now[p][0] and b not in before.get(p, (frozenset(), ""))[0]
+
+
+def _debug(*records: tuple[str, str, str, int, int, str]) -> bytes:
+    """(tag, object id, path, stage, ctime in s, flags in hex) -> an `ls-files -z --stage -t -v --debug` listing."""
+    return b"".join(
+        f"{tag} 100644 {oid} {stage}\t".encode() + path.encode() + b"\0"
+        + f"  ctime: {ct}:5\n  mtime: {ct}:5\n  dev: 1\tino: 2\n  uid: 0\tgid: 0\n  size: 3\tflags: {fl}\n".encode()
+        for tag, oid, path, stage, ct, fl in records
+    )  # fmt: skip
+
+
+def test_the_debug_listing_is_read_by_its_nuls_whatever_a_name_holds():
+    odd = "x\n  ctime: 9:9\nH 100644 " + C + " 0\tfake"
+    got = entries(_debug(("H", A, odd, 0, 7, "0"), ("h", B, "b", 0, 8, "8000"), ("H", C, "u", 2, 9, "0")))
+    assert got == {
+        odd: Entry(b"H", b"100644", A, 7 * 10**9 + 5, 0),
+        "b": Entry(b"h", b"100644", B, 8 * 10**9 + 5, 0x8000),
+    }
+    assert entries(b"") == {}
+    for bad in (_debug(("H", A, "a", 0, 7, "0"))[:-3], b"H 100644 " + A.encode() + b" 0\ta", b"junk\0junk"):
+        with pytest.raises(ValueError):
+            entries(bad)
+
+
+def test_the_tags_and_fields_are_the_ones_git_prints_with_debug(tmp_path):
+    git = ["git", "-C", str(tmp_path)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    for name in ("a", "b\nc", "i"):
+        (tmp_path / name).write_text(name)
+    subprocess.run([*git, "add", "a", "b\nc"], check=True)
+    subprocess.run([*git, "add", "-N", "i"], check=True)
+    subprocess.run([*git, "update-index", "--assume-unchanged", "a"], check=True)
+    out = subprocess.run([*git, "ls-files", "-z", "--stage", "-t", "-v", "--debug"], capture_output=True, check=True)
+    got = entries(out.stdout)
+    assert set(got) == {"a", "b\nc", "i"} and got["a"].tag == b"h" and got["b\nc"].tag == b"H"
+    ctime = (tmp_path / "b\nc").stat().st_ctime_ns
+    assert got["b\nc"].changed == ctime and got["b\nc"].flags == 0
+    assert got["a"].flags != 0 and got["i"].flags != 0  # a mark, an intent to add: never given new stat data
+    assert trusted_since(got, ctime) == ["b\nc"] and trusted_since(got, ctime + 1) == []

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ai_sandbox.hiddenedits import ASSUME, SKIP, Entry, compare, entries, marked, trusted_since
+from ai_sandbox.hiddenedits import ASSUME, SKIP, Entry, compare, entries, marked, recent, trusted_since
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 
@@ -166,3 +166,22 @@ def test_the_tags_and_fields_are_the_ones_git_prints_with_debug(tmp_path):
     assert got["b\nc"].changed == ctime and got["b\nc"].flags == 0
     assert got["a"].flags != 0 and got["i"].flags != 0  # a mark, an intent to add: never given new stat data
     assert trusted_since(got, ctime) == ["b\nc"] and trusted_since(got, ctime + 1) == []
+
+
+_NAMES = st.sampled_from(["a", "b\nh 100644 x 0\tc", "d\n  ctime: 1795000500:5\n", "e\tf", "g"])
+
+
+@given(
+    st.dictionaries(_NAMES, st.tuples(st.sampled_from(["H", "h", "S"]), st.integers(1794999000, 1795002000))),
+    st.integers(1794999000, 1795002000),
+    st.integers(0, 1500),
+)
+def test_the_entries_recorded_during_the_session_are_found_without_reading_the_rest(index, since, length):
+    """recent() against the full read: every entry whose change time falls in the session is found, as read whole,
+    and none from before it, whatever the names hold."""
+    listing = _debug(*((tag, A, name, 0, ct, "0") for name, (tag, ct) in sorted(index.items())))
+    whole = entries(listing)
+    lo, hi = since * 10**9, (since + length) * 10**9
+    got = recent(listing, lo, hi)
+    assert all(got[p] == whole[p] and whole[p].changed >= lo for p in got)
+    assert {p for p, e in whole.items() if lo <= e.changed <= hi} <= set(got)

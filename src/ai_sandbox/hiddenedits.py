@@ -13,8 +13,11 @@
   index is a file the session can write: an entry rewritten with the stat of the edited file (its checksum made
   anew) hid the edit from `git status`, `git diff` and `git commit -a` with no mark at all (measured, git 2.39). The
   file's change time is the one field no process can set, so an entry git trusts for a file written during the
-  session records a change time after the launch: each such entry whose content is not its object's gets its stat
-  data cleared (`update-index --index-info`: same mode, object and flags), and git looks at the file again.
+  session records a change time after the launch; a file written before keeps its change time when a directory
+  above it is renamed (one planted in an earlier session, then swapped in: forty-seventh red team), so every entry
+  below a directory that is not the one the launch walked is looked at too. Each such entry whose content is not
+  its object's gets its stat data cleared (`update-index --index-info`: same mode and object), and git reads the
+  file again.
 
 The launch reads nothing for this: its scan listed the index with the marks (`ls-files -t -v`), and that listing is
 what the end compares with. The end lists again only the indexes whose file changed, and reaches each work tree
@@ -25,6 +28,7 @@ another repository in its place.
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Iterable, Mapping
 
@@ -39,6 +43,11 @@ ASSUME, SKIP = "assume-unchanged", "skip-worktree"
 _FLAGS = {ASSUME: "--no-assume-unchanged", SKIP: "--no-skip-worktree"}
 _TAGS = (b"h ", b"s ", b"S ")  # what `ls-files --stage -t -v` tags a marked stage-0 entry with (H: not marked)
 _FILES = (b"100644", b"100755", b"120000")  # the modes of entries git compares with a file by its stat
+# git's flags an entry given new stat data would lose (cache.h): assume-unchanged, intent-to-add, skip-worktree. Any
+# other (the on-disk extended bit, git's in-memory ones) is no reason to leave an entry alone: one carrying only the
+# extended bit, which git writes with none of the extended flags set, kept a forged entry from being looked at
+# (forty-seventh red team, F1)
+_KEPT = 0x8000 | 1 << 29 | 1 << 30
 Marked = dict[str, tuple[frozenset[str], str]]  # path -> (its marks, its object id)
 
 
@@ -52,6 +61,7 @@ class Look:
     gitdir: str  # "DEV:INO" of the git directory its `.git` names (skipworktree.gitdir_id)
     index: tuple[int, int, int] | None  # the index file's (inode, size, ctime): one unchanged is not listed again
     since: int  # time.time_ns() before the session: a change time after it is the session's (or later)
+    dirs: dict[str, int]  # the directories the launch walked ("" or "a/b/") -> inode (unlisted.Walk)
 
 
 def look(root: str, trees: Iterable[Tree]) -> list[Look]:
@@ -63,7 +73,7 @@ def look(root: str, trees: Iterable[Tree]) -> list[Look]:
     out = []
     for t in trees:
         path = os.path.join(root, t.prefix).rstrip("/") or "/"
-        out.append(Look(path, t.scan._index, tree_id(path), gitdir_id(path), index_look(path), since))
+        out.append(Look(path, t.scan._index, tree_id(path), gitdir_id(path), index_look(path), since, t.walk.inodes))
     return out
 
 
@@ -102,7 +112,7 @@ class Entry:
     mode: bytes
     oid: str
     changed: int  # the change time git recorded for it, in ns (0: none)
-    flags: int  # git's in-memory flags: 0 for a plain entry (no mark, no intent-to-add, no sparse directory)
+    flags: int  # git's in-memory flags (a mark, an intent to add: _KEPT)
 
 
 def entries(listing: bytes) -> dict[str, Entry]:
@@ -200,10 +210,30 @@ def compare(before: Marked, now: dict[str, Entry], present: Mapping[str, bool], 
     return Found(clear, doubtful)
 
 
-def trusted_since(now: dict[str, Entry], since: int) -> list[str]:
-    """The plain entries of files whose stat git recorded after since: the only ones a session can have made git
-    trust over an edit (a change time is set by the kernel, to now, at every write)."""
-    return sorted(p for p, e in now.items() if e.changed >= since and e.flags == 0 and e.mode in _FILES)
+def trusted_since(now: dict[str, Entry], since: int, replaced: Iterable[str] = ()) -> list[str]:
+    """The unmarked entries of files whose stat git recorded after since, or below a replaced directory ("a/b/"):
+    the only ones a session can have made git trust over an edit (a change time is set by the kernel, to now, at
+    every write, and kept by a rename of a directory above)."""
+    below = tuple(replaced)
+    return sorted(
+        p
+        for p, e in now.items()
+        if (e.changed >= since or (below and p.startswith(below))) and not e.flags & _KEPT and e.mode in _FILES
+    )
+
+
+def replaced(where: str, dirs: Mapping[str, int]) -> list[str]:
+    """The directories the launch walked that are not there now as the same directory (renamed, swapped, gone)."""
+    out = []
+    for rel, ino in dirs.items():
+        try:
+            st = os.lstat(os.path.join(where, rel))
+        except OSError:
+            out.append(rel)
+            continue
+        if st.st_ino != ino or not stat.S_ISDIR(st.st_mode):
+            out.append(rel)
+    return sorted(out)
 
 
 def clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | None) -> None:
@@ -215,18 +245,18 @@ def clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | Non
 
     try:
         _clear(env, root, looks, held)
-    except PolicyError as e:  # git could not list an index, or a journal is unreadable: said, never raised
-        say_line(f"could not look for what the session hid from git in its index: {e.message}")
-    except (OSError, ValueError) as e:
-        say_line(f"could not look for what the session hid from git in its index: {e}")
+    except (PolicyError, OSError, ValueError) as e:  # a journal unreadable: said, never raised
+        say_line(f"could not look for what the session hid from git in its index: {_why(e)}")
 
 
 def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | None) -> None:
     from ai_sandbox import git
+    from ai_sandbox.errors import PolicyError
     from ai_sandbox.gitsettings import index_look
-    from ai_sandbox.skipworktree import gitdir_id, owned_marks, tree_id
+    from ai_sandbox.skipworktree import gitdir_id, owned_marks, say_line, tree_id
 
     moved = held.now() if held else {}
+    deadline = time.monotonic() + 2.0  # for every tree's index.lock together (skipworktree.update_index)
     todo: list[tuple[Look, str, dict[str, Entry]]] = []
     for lk in looks:
         where = moved.get(lk.tree)
@@ -236,13 +266,19 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             continue  # gone, or another repository in its place: nothing of this index is reachable there
         if where == lk.tree and index_look(where) == lk.index:
             continue  # the index file was not written
-        listed = git.git_output(["ls-files", "-z", "--stage", "-t", "-v", "--debug"], where, timeout=git.QUICK)
-        # with no mark in the index (nearly always), only the entries git recorded during the session matter
-        todo.append((lk, where, entries(listed) if _may_mark(listed) else recent(listed, lk.since, time.time_ns())))
-    deadline = time.monotonic() + 2.0  # for every tree's index.lock together (skipworktree.update_index)
-    for lk, where, now in todo:
-        _restat(env, where, now, trusted_since(now, lk.since), deadline)
-    todo = [(lk, where, now) for lk, where, now in todo if any(e.tag != b"H" for e in now.values())]
+        try:  # one index that cannot be read (a nested one the session broke) leaves the others to be done
+            listed = git.git_output(["ls-files", "-z", "--stage", "-t", "-v", "--debug"], where, timeout=git.QUICK)
+            gone = replaced(where, lk.dirs)
+            # with no mark in the index and no directory swapped (nearly always), only the entries git recorded
+            # during the session matter
+            whole = _may_mark(listed) or gone
+            now = entries(listed) if whole else recent(listed, lk.since, time.time_ns())
+            _restat(env, where, now, trusted_since(now, lk.since, gone), deadline)
+        except (PolicyError, OSError, ValueError) as e:
+            say_line(f"could not look for what the session hid from git in {where}'s index: {_why(e)}")
+            continue
+        if any(e.tag != b"H" for e in now.values()):
+            todo.append((lk, where, now))
     if not todo:
         return
     with owned_marks(env, root) as ours:  # no launch marks its hidden files meanwhile
@@ -250,6 +286,12 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             present = {p: os.path.lexists(os.path.join(where, p)) for p, e in now.items() if e.tag != b"H"}
             found = compare(marked(lk.listing), now, present, ours.get(lk.tree, set()) | ours.get(where, set()))
             _apply(env, where, found, deadline)
+
+
+def _why(e: Exception) -> str:
+    from ai_sandbox.errors import PolicyError
+
+    return e.message if isinstance(e, PolicyError) else str(e)
 
 
 def _restat(env: Mapping[str, str], where: str, now: dict[str, Entry], paths: list[str], deadline: float) -> None:

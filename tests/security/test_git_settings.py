@@ -553,40 +553,94 @@ def test_a_mark_that_hides_an_edit_from_git_does_not_outlive_the_session(ws):
 
 
 # The session's own write of the index: each entry named gets the stat data of the file as it is now (index versions
-# 2 and 3), and the index its checksum anew; git then trusts the entry and never reads the file.
+# 2 and 3), and the index its checksum anew; git then trusts the entry and never reads the file. With EXT=1 the entry
+# also carries the on-disk extended bit, with no extended flag set (index version 3).
 FORGE = r"""
 import hashlib, os, struct, sys
-data = bytearray(open(".git/index", "rb").read())
+data = open(".git/index", "rb").read()
 assert data[:4] == b"DIRC" and struct.unpack(">I", data[4:8])[0] in (2, 3)
-off = 12
+ext, off, out = os.environ.get("EXT") == "1", 12, bytearray(data[:12])
 for _ in range(struct.unpack(">I", data[8:12])[0]):
-    flags = struct.unpack(">H", data[off + 60 : off + 62])[0]
-    ext = 2 if flags & 0x4000 else 0
-    name = bytes(data[off + 62 + ext : off + 62 + ext + (flags & 0xFFF)])
+    fields, oid, flags = list(struct.unpack(">10I", data[off : off + 40])), data[off + 40 : off + 60], struct.unpack(">H", data[off + 60 : off + 62])[0]
+    extra = data[off + 62 : off + 64] if flags & 0x4000 else b""
+    name = data[off + 62 + len(extra) : data.index(b"\0", off + 62 + len(extra))]
+    off += (62 + len(extra) + len(name) + 8) & ~7
     if name.decode() in sys.argv[1:]:
         st = os.lstat(name)
-        fields = (st.st_ctime_ns // 10**9, st.st_ctime_ns % 10**9, st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9,
-                  st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF, st.st_mode, st.st_uid, st.st_gid, st.st_size)
-        struct.pack_into(">10I", data, off, *fields)
-    off += (62 + ext + (flags & 0xFFF) + 8) & ~7
-body = bytes(data[:-20])
-open(".git/index", "wb").write(body + hashlib.sha1(body).digest())
+        fields[:6] = (st.st_ctime_ns // 10**9, st.st_ctime_ns % 10**9, st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9,
+                      st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF)
+        fields[7:] = (st.st_uid, st.st_gid, st.st_size)
+        if ext and not extra:
+            flags, extra = flags | 0x4000, b"\0\0"
+    head = struct.pack(">10I", *fields) + oid + struct.pack(">H", flags) + extra
+    out += head + name + b"\0" * (((len(head) + len(name) + 8) & ~7) - len(head) - len(name))
+if ext:
+    out[4:8] = struct.pack(">I", 3)
+out += data[off:-20]
+open(".git/index", "wb").write(bytes(out) + hashlib.sha1(bytes(out)).digest())
 """
 
 
-def test_an_index_entry_given_the_stat_of_an_edit_does_not_hide_it_after_the_session(ws):
+@pytest.mark.parametrize("ext", ["0", "1"])
+def test_an_index_entry_given_the_stat_of_an_edit_does_not_hide_it_after_the_session(ws, ext):
     """The session edits a tracked file and writes the index itself, the entry given the edited file's stat: git
     trusts the stat, and the user's `git status`, `git diff` and `commit -a` saw nothing, with no mark to find (found
     while closing F3: the same hiding, by the index's bytes). The end gives such an entry no stat data (hiddenedits.py),
-    and git reads the file again. Silent: nothing shows that would not show without the session's write."""
+    and git reads the file again. Silent: nothing shows that would not show without the session's write. ext: the
+    entry also carries git's extended bit with no extended flag, which a first version took for a flag to leave
+    alone (forty-seventh red team, F1)."""
     _repo(ws)
     ws.write("b.txt", "b\n")
     ws.git("add", "b.txt")
     ws.git("commit", "-qm", "b")
     script = 'echo evil >> b.txt && sleep 1.1 && python3 -c "$FORGE" b.txt && git status --porcelain -uno && echo done'
-    res = ws.run("--", "sh", "-c", script, env={"FORGE": FORGE})
+    res = ws.run("--", "sh", "-c", script, env={"FORGE": FORGE, "EXT": ext})
     assert res.rc == 0 and res.out == "done\n", (res.out, res.err)  # inside, git sees nothing: the forgery works
     assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == [" M b.txt"]
     assert "+evil" in _outside_git(ws, "diff").stdout
     assert _outside_git(ws, "ls-files", "-v", "b.txt").stdout == "H b.txt\n"
     assert "b.txt" not in res.err, res.err
+
+
+def test_a_file_planted_before_the_session_and_swapped_in_with_its_directory_does_not_hide_an_edit(ws):
+    """Forty-seventh red team, F2: a file written in an earlier session keeps its change time when the directory above
+    it is renamed into place, so an entry forged with its stat recorded a change time from before the launch, which a
+    first version took for git's own, not the session's. Session 1 plants src/deep/lib.py's replacement in an ignored
+    directory; session 2 swaps the directories and forges the entry. Every entry below a directory the launch did not
+    walk as it is now is looked at. (As a user the suite hands the files over before each launch, which gives them a
+    new change time: the earlier session's file is then as new as the launch, and only root's run tells.)"""
+    _repo(ws)
+    ws.write(".gitignore", "build/\nevil.sh\n")
+    ws.write("src/app.py", "print(1)\n")
+    ws.write("src/deep/lib.py", "x = 1\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "src")
+    plant = "mkdir -p build/plant && cp -pr src build/plant/ && echo 'print(666)' > build/plant/src/deep/lib.py"
+    assert ws.run("--", "sh", "-c", plant).rc == 0
+    time.sleep(1.5)  # the planted file's change time well before the next launch
+    swap = 'mv src build/old && mv build/plant/src src && python3 -c "$FORGE" src/deep/lib.py && git status --porcelain'
+    res = ws.run("--", "sh", "-c", swap, env={"FORGE": FORGE})
+    assert res.rc == 0 and res.out == "", (res.out, res.err)  # inside, git sees nothing
+    assert _outside_git(ws, "status", "--porcelain").stdout.splitlines() == [" M src/deep/lib.py"]
+    assert "print(666)" in _outside_git(ws, "diff").stdout
+
+
+def test_a_nested_index_the_end_cannot_read_leaves_the_projects_to_be_done(ws):
+    """Forty-seventh red team, F3: a nested repository's index the session made unreadable to git (garbage) made the
+    end give up before the project's own index: the session's mark there stayed. Now each work tree is done on its
+    own, and the one that could not be read is named."""
+    _repo(ws)
+    lib = ws.repo / "lib"
+    lib.mkdir()
+    ws.git("init", "-q", cwd=lib)
+    ws.write("lib/x.txt", "x\n")
+    ws.git("add", ".", cwd=lib)
+    ws.git("commit", "-qm", "lib", cwd=lib)
+    ws.write("b.txt", "b\n")
+    ws.git("add", "b.txt")
+    ws.git("commit", "-qm", "b")
+    script = "echo evil >> b.txt && git update-index --assume-unchanged b.txt && printf DIRCgarbage > lib/.git/index"
+    res = ws.run("--", "sh", "-c", script)
+    assert res.rc == 0, res.err
+    assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == [" M b.txt"]
+    assert any("lib" in line and "could not look" in line for line in res.err.splitlines()), res.err

@@ -3,13 +3,14 @@ session's, from two listings, and the entries whose stat data it looks at again.
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ai_sandbox.hiddenedits import ASSUME, SKIP, Entry, compare, entries, marked, recent, trusted_since
+from ai_sandbox.hiddenedits import ASSUME, SKIP, Entry, compare, entries, marked, recent, replaced, trusted_since
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 
@@ -185,3 +186,33 @@ def test_the_entries_recorded_during_the_session_are_found_without_reading_the_r
     got = recent(listing, lo, hi)
     assert all(got[p] == whole[p] and whole[p].changed >= lo for p in got)
     assert {p for p, e in whole.items() if lo <= e.changed <= hi} <= set(got)
+
+
+def test_an_entry_is_left_alone_for_a_mark_or_an_intent_to_add_only():
+    """git's extended bit with no extended flag (0x4000), or an in-memory flag of git's, is no reason: a forged entry
+    carrying the extended bit alone was left alone (forty-seventh red team, F1)."""
+    now = {
+        f"{name}": Entry(b"H", b"100644", A, 10, flags)
+        for name, flags in [("plain", 0), ("ext", 0x4000), ("hashed", 1 << 20), ("fsmonitor", 1 << 21),
+                            ("assumed", 0x8000), ("ita", 0x20004000), ("skip", 0x40004000)]
+    }  # fmt: skip
+    now["tree"] = Entry(b"H", b"040000", A, 10, 0)  # a sparse index's directory: no file to read
+    assert trusted_since(now, 10) == ["ext", "fsmonitor", "hashed", "plain"]
+
+
+def test_an_entry_below_a_replaced_directory_is_looked_at_whatever_its_change_time():
+    now = {p: Entry(b"H", b"100644", A, 5, 0) for p in ("src/a.py", "src/deep/b.py", "srcx/c.py", "d.py")}
+    assert trusted_since(now, 10) == []
+    assert trusted_since(now, 10, ["src/"]) == ["src/a.py", "src/deep/b.py"]
+
+
+def test_a_directory_renamed_swapped_or_gone_is_replaced(tmp_path):
+    for d in ("a", "b/c", "e"):
+        (tmp_path / d).mkdir(parents=True)
+    walked = {rel: os.lstat(tmp_path / rel).st_ino for rel in ("", "a/", "b/", "b/c/", "e/")}
+    assert replaced(str(tmp_path), walked) == []
+    (tmp_path / "a").rename(tmp_path / "x")
+    (tmp_path / "e").rename(tmp_path / "a")  # another directory where a was
+    (tmp_path / "b" / "c").rmdir()
+    (tmp_path / "b" / "c").write_text("")  # a file where a directory was
+    assert replaced(str(tmp_path), walked) == ["a/", "b/c/", "e/"]

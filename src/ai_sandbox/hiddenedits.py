@@ -11,18 +11,19 @@
   named (cleared, one may be the user's over a local change of a secret, which `commit -a` would then take).
 - **Stat data**: git trusts an entry whose recorded size, times and inode match the file's, and never reads it. The
   index is a file the session can write: an entry rewritten with the stat of the edited file (its checksum made
-  anew) hid the edit from `git status`, `git diff` and `git commit -a` with no mark at all (measured, git 2.39). The
-  file's change time is the one field no process can set, so an entry git trusts for a file written during the
-  session records a change time after the launch; a file written before keeps its change time when a directory
-  above it is renamed (one planted in an earlier session, then swapped in: forty-seventh red team), so every entry
-  below a directory that is not the one the launch walked is looked at too. Each such entry whose content is not
-  its object's gets its stat data cleared (`update-index --index-info`: same mode and object), and git reads the
-  file again.
+  anew) hid the edit from `git status`, `git diff` and `git commit -a` with no mark at all (measured, git 2.39); so
+  did one given the stat of a file you had edited before the launch (your edit then left out of `commit -a`), or of
+  a file planted in an earlier session and swapped in with its directory (forty-seventh red team, F2). Every entry
+  whose stat data (or anything else git lists of it) is not what the index said at the launch is looked at: where
+  its file's content is not its object, its stat data is cleared (`update-index --index-info`, same object, the mode
+  as git reads it), and git reads the file again. What the index said at the launch is read through a descriptor
+  the launch opened on the index file (git replaces the file, never writes it in place; one written in place is
+  no baseline: every entry is looked at, and a line says so).
 
 The launch reads nothing for this: its scan listed the index with the marks (`ls-files -t -v`), and that listing is
-what the end compares with. The end lists again only the indexes whose file changed, and reaches each work tree
-through the descriptor the launch opened on it (skipworktree.Held): a session may have moved it, or put a link to
-another repository in its place.
+what the end compares marks with; it opens the index file, and stats a few paths. The end lists again only the
+indexes whose file changed, and reaches each work tree through the descriptor the launch opened on it
+(skipworktree.Held): a session may have moved it, or put a link to another repository in its place.
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 ASSUME, SKIP = "assume-unchanged", "skip-worktree"
 _FLAGS = {ASSUME: "--no-assume-unchanged", SKIP: "--no-skip-worktree"}
 _TAGS = (b"h ", b"s ", b"S ")  # what `ls-files --stage -t -v` tags a marked stage-0 entry with (H: not marked)
-_FILES = (b"100644", b"100755", b"120000")  # the modes of entries git compares with a file by its stat
 # git's flags an entry given new stat data would lose (cache.h): assume-unchanged, intent-to-add, skip-worktree. Any
 # other (the on-disk extended bit, git's in-memory ones) is no reason to leave an entry alone: one carrying only the
 # extended bit, which git writes with none of the extended flags set, kept a forged entry from being looked at
@@ -53,28 +53,38 @@ Marked = dict[str, tuple[frozenset[str], str]]  # path -> (its marks, its object
 
 @record
 class Look:
-    """One work tree's index as the launch's scan listed it."""
+    """One work tree's index as the launch found it."""
 
     tree: str  # the work tree's path
     listing: bytes  # `ls-files -z --stage -t -v`, as the scan got it
     ident: str  # "DEV:INO" of the work tree's directory (skipworktree.tree_id)
     gitdir: str  # "DEV:INO" of the git directory its `.git` names (skipworktree.gitdir_id)
     index: tuple[int, int, int] | None  # the index file's (inode, size, ctime): one unchanged is not listed again
-    since: int  # time.time_ns() before the session: a change time after it is the session's (or later)
-    dirs: dict[str, int]  # the directories the launch walked ("" or "a/b/") -> inode (unlisted.Walk)
+    held: int  # a descriptor on the index file as it was (-1: there was none), for what it said then
+    seen: tuple[int, int, int] | None  # that file's (size, mtime, ctime) then: changed, it was written in place
 
 
 def look(root: str, trees: Iterable[Tree]) -> list[Look]:
-    """The launch's look at every work tree it scanned: a few stat calls each, no git."""
+    """The launch's look at every work tree it scanned: an open and a few stat calls each, no git."""
+    from ai_sandbox.git import git_dir_of
     from ai_sandbox.gitsettings import index_look
     from ai_sandbox.skipworktree import gitdir_id, tree_id
 
-    since = time.time_ns() - 10**9  # a file system's clock is coarse: it may lag a few ms behind
     out = []
     for t in trees:
         path = os.path.join(root, t.prefix).rstrip("/") or "/"
-        out.append(Look(path, t.scan._index, tree_id(path), gitdir_id(path), index_look(path), since, t.walk.inodes))
+        held, seen = -1, None
+        try:  # never a FIFO waited on, never through a link
+            held = os.open(os.path.join(git_dir_of(path) or os.path.join(path, ".git"), "index"), _READ)
+            st = os.fstat(held)
+            seen = (st.st_size, st.st_mtime_ns, st.st_ctime_ns) if stat.S_ISREG(st.st_mode) else None
+        except OSError:
+            pass
+        out.append(Look(path, t.scan._index, tree_id(path), gitdir_id(path), index_look(path), held, seen))
     return out
+
+
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def marked(listing: bytes) -> Marked:
@@ -111,7 +121,7 @@ class Entry:
     tag: bytes
     mode: bytes
     oid: str
-    changed: int  # the change time git recorded for it, in ns (0: none)
+    ctime: int  # the change time git recorded for it, in ns (0: none)
     flags: int  # git's in-memory flags (a mark, an intent to add: _KEPT)
 
 
@@ -140,36 +150,27 @@ def entries(listing: bytes) -> dict[str, Entry]:
     return out
 
 
-_MARK = b"\0  ctime: "  # where a record's stat data begins: right after its path, which holds no NUL
-
-
-def recent(listing: bytes, since: int, until: int) -> dict[str, Entry]:
-    """entries(listing), of those whose recorded change time is from since to until (ns) at least, and never one
-    before since: found without splitting the listing (a 50,000-file index's is ~10 MB, ~60 ms to split). Each
-    change time whose seconds start as both bounds' do is looked at; its record begins five lines after the NUL of
-    the record before it (stat data holds no path), and is read by entries()."""
-    lo, hi = str(since // 10**9), str(until // 10**9)
-    needle = _MARK + (os.path.commonprefix([lo, hi]) if len(lo) == len(hi) else "").encode()
+def changed(listing: bytes, base: bytes) -> dict[str, Entry]:
+    """The entries of listing whose record is not one of base's (both `ls-files -z --stage -t -v --debug`), each read
+    on its own: the listing is cut at its NULs, each piece the stat data of one record and the head of the next, and
+    only the records of a piece base lacks are read (a 50,000-file index's listing is ~10 MB: read whole, ~60 ms)."""
+    pieces = listing.split(b"\0")
+    known = set(base.split(b"\0"))
+    last = len(pieces) - 1  # records: piece k holds record k's head, piece k + 1 its stat data
+    wanted = sorted({k for i, piece in enumerate(pieces) if piece not in known for k in (i - 1, i) if 0 <= k < last})
     out: dict[str, Entry] = {}
-    i = listing.find(needle)
-    while i != -1:
-        before = listing.rfind(_MARK, 0, i)
-        start = 0 if before == -1 else _lines_after(listing, before, 5)
-        for p, e in entries(listing[start : _lines_after(listing, i, 5)]).items():
-            if e.changed >= since:
-                out[p] = e
-        i = listing.find(needle, i + 1)
+    for k in wanted:
+        head = pieces[0] if k == 0 else _split(pieces[k])[5]
+        out.update(entries(head + b"\0" + b"\n".join(_split(pieces[k + 1])[:5]) + b"\n"))
     return out
 
 
-def _lines_after(listing: bytes, at: int, n: int) -> int:
-    """Where the text n newlines after at goes on."""
-    for _ in range(n):
-        at = listing.find(b"\n", at)
-        if at == -1:
-            raise ValueError("git ls-files --debug printed an unexpected record")
-        at += 1
-    return at
+def _split(piece: bytes) -> list[bytes]:
+    """A piece: five lines of stat data, then the next record's head (which may hold newlines)."""
+    lines = piece.split(b"\n", 5)
+    if len(lines) != 6:
+        raise ValueError("git ls-files --debug printed an unexpected record")
+    return lines
 
 
 def _may_mark(listing: bytes) -> bool:
@@ -210,30 +211,25 @@ def compare(before: Marked, now: dict[str, Entry], present: Mapping[str, bool], 
     return Found(clear, doubtful)
 
 
-def trusted_since(now: dict[str, Entry], since: int, replaced: Iterable[str] = ()) -> list[str]:
-    """The unmarked entries of files whose stat git recorded after since, or below a replaced directory ("a/b/"):
-    the only ones a session can have made git trust over an edit (a change time is set by the kernel, to now, at
-    every write, and kept by a rename of a directory above)."""
-    below = tuple(replaced)
-    return sorted(
-        p
-        for p, e in now.items()
-        if (e.changed >= since or (below and p.startswith(below))) and not e.flags & _KEPT and e.mode in _FILES
-    )
+def looked_at(entries: Mapping[str, Entry]) -> list[str]:
+    """Those of these entries that git compares with a file by its stat: a regular file or a link, as git reads the
+    mode (its type bits: a mode written `1100644` is a file to git, and was left alone: forty-seventh red team, F4),
+    with no mark and no intent to add (git's extended bit alone, 0x4000, was no reason to leave one alone: F1)."""
+    return sorted(p for p, e in entries.items() if not e.flags & _KEPT and _kind(e.mode) is not None)
 
 
-def replaced(where: str, dirs: Mapping[str, int]) -> list[str]:
-    """The directories the launch walked that are not there now as the same directory (renamed, swapped, gone)."""
-    out = []
-    for rel, ino in dirs.items():
-        try:
-            st = os.lstat(os.path.join(where, rel))
-        except OSError:
-            out.append(rel)
-            continue
-        if st.st_ino != ino or not stat.S_ISDIR(st.st_mode):
-            out.append(rel)
-    return sorted(out)
+def _kind(mode: bytes) -> bytes | None:
+    """The mode git gives an entry of this one's type, or None for a directory or a submodule."""
+    try:
+        bits = int(mode, 8)
+    except ValueError:
+        return None
+    kind = bits & 0o170000
+    if kind == 0o120000:
+        return b"120000"
+    if kind == 0o100000:
+        return b"100755" if bits & 0o100 else b"100644"
+    return None
 
 
 def clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | None) -> None:
@@ -268,12 +264,15 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             continue  # the index file was not written
         try:  # one index that cannot be read (a nested one the session broke) leaves the others to be done
             listed = git.git_output(["ls-files", "-z", "--stage", "-t", "-v", "--debug"], where, timeout=git.QUICK)
-            gone = replaced(where, lk.dirs)
-            # with no mark in the index and no directory swapped (nearly always), only the entries git recorded
-            # during the session matter
-            whole = _may_mark(listed) or gone
-            now = entries(listed) if whole else recent(listed, lk.since, time.time_ns())
-            _restat(env, where, now, trusted_since(now, lk.since, gone), deadline)
+            base = _then(lk, where)
+            if base is None:
+                say_line(
+                    f"git's index in {where} was written in place during the session (git replaces it whole): every "
+                    "tracked file was read to check what the index says of it"
+                )
+            differ = entries(listed) if base is None else changed(listed, base)
+            now = entries(listed) if _may_mark(listed) else differ
+            _restat(env, where, now, looked_at(differ), deadline)
         except (PolicyError, OSError, ValueError) as e:
             say_line(f"could not look for what the session hid from git in {where}'s index: {_why(e)}")
             continue
@@ -286,6 +285,25 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             present = {p: os.path.lexists(os.path.join(where, p)) for p, e in now.items() if e.tag != b"H"}
             found = compare(marked(lk.listing), now, present, ours.get(lk.tree, set()) | ours.get(where, set()))
             _apply(env, where, found, deadline)
+
+
+def _then(lk: Look, where: str) -> bytes | None:
+    """What the index said at the launch (b"": there was none), listed from the descriptor held since; None when that
+    file was written in place since, or git cannot list it."""
+    from ai_sandbox.git.run import _run
+    from ai_sandbox.gitcommand import QUICK
+
+    if lk.held < 0:
+        return b""
+    try:
+        st = os.fstat(lk.held)
+    except OSError:
+        return None
+    if lk.seen is None or (st.st_size, st.st_mtime_ns, st.st_ctime_ns) != lk.seen:
+        return None
+    env = {**os.environ, "GIT_INDEX_FILE": f"/proc/{os.getpid()}/fd/{lk.held}"}
+    proc = _run(["ls-files", "-z", "--stage", "-t", "-v", "--debug"], where, env=env, timeout=QUICK)
+    return proc.stdout if proc.returncode == 0 else None
 
 
 def _why(e: Exception) -> str:
@@ -306,7 +324,9 @@ def _restat(env: Mapping[str, str], where: str, now: dict[str, Entry], paths: li
     stale = [p for p in paths if blob_id(os.path.join(where, p), len(now[p].oid)) != now[p].oid]
     if not stale:
         return
-    data = b"".join(now[p].mode + b" " + now[p].oid.encode() + b"\t" + os.fsencode(p) + b"\0" for p in stale)
+    data = b"".join(
+        (_kind(now[p].mode) or b"") + b" " + now[p].oid.encode() + b"\t" + os.fsencode(p) + b"\0" for p in stale
+    )
     while True:
         proc = index_write(["update-index", "-z", "--index-info"], where, data, cache_dir(env))
         if proc.returncode == 0:

@@ -554,7 +554,7 @@ def test_a_mark_that_hides_an_edit_from_git_does_not_outlive_the_session(ws):
 
 # The session's own write of the index: each entry named gets the stat data of the file as it is now (index versions
 # 2 and 3), and the index its checksum anew; git then trusts the entry and never reads the file. With EXT=1 the entry
-# also carries the on-disk extended bit, with no extended flag set (index version 3).
+# also carries the on-disk extended bit, with no extended flag set (index version 3); MODE sets its mode (octal).
 FORGE = r"""
 import hashlib, os, struct, sys
 data = open(".git/index", "rb").read()
@@ -572,6 +572,8 @@ for _ in range(struct.unpack(">I", data[8:12])[0]):
         fields[7:] = (st.st_uid, st.st_gid, st.st_size)
         if ext and not extra:
             flags, extra = flags | 0x4000, b"\0\0"
+        if os.environ.get("MODE"):
+            fields[6] = int(os.environ["MODE"], 8)
     head = struct.pack(">10I", *fields) + oid + struct.pack(">H", flags) + extra
     out += head + name + b"\0" * (((len(head) + len(name) + 8) & ~7) - len(head) - len(name))
 if ext:
@@ -581,20 +583,22 @@ open(".git/index", "wb").write(bytes(out) + hashlib.sha1(bytes(out)).digest())
 """
 
 
-@pytest.mark.parametrize("ext", ["0", "1"])
-def test_an_index_entry_given_the_stat_of_an_edit_does_not_hide_it_after_the_session(ws, ext):
+@pytest.mark.parametrize("trick", ["", "ext", "mode"])
+def test_an_index_entry_given_the_stat_of_an_edit_does_not_hide_it_after_the_session(ws, trick):
     """The session edits a tracked file and writes the index itself, the entry given the edited file's stat: git
     trusts the stat, and the user's `git status`, `git diff` and `commit -a` saw nothing, with no mark to find (found
     while closing F3: the same hiding, by the index's bytes). The end gives such an entry no stat data (hiddenedits.py),
     and git reads the file again. Silent: nothing shows that would not show without the session's write. ext: the
     entry also carries git's extended bit with no extended flag, which a first version took for a flag to leave
-    alone (forty-seventh red team, F1)."""
+    alone (forty-seventh red team, F1); mode: its mode is written 1100644, which git reads as a file's and a first
+    version took for something else (F4)."""
     _repo(ws)
     ws.write("b.txt", "b\n")
     ws.git("add", "b.txt")
     ws.git("commit", "-qm", "b")
     script = 'echo evil >> b.txt && sleep 1.1 && python3 -c "$FORGE" b.txt && git status --porcelain -uno && echo done'
-    res = ws.run("--", "sh", "-c", script, env={"FORGE": FORGE, "EXT": ext})
+    env = {"FORGE": FORGE, "EXT": "1" if trick == "ext" else "", "MODE": "1100644" if trick == "mode" else ""}
+    res = ws.run("--", "sh", "-c", script, env=env)
     assert res.rc == 0 and res.out == "done\n", (res.out, res.err)  # inside, git sees nothing: the forgery works
     assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == [" M b.txt"]
     assert "+evil" in _outside_git(ws, "diff").stdout
@@ -644,3 +648,22 @@ def test_a_nested_index_the_end_cannot_read_leaves_the_projects_to_be_done(ws):
     assert res.rc == 0, res.err
     assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == [" M b.txt"]
     assert any("lib" in line and "could not look" in line for line in res.err.splitlines()), res.err
+
+
+def test_an_index_entry_given_the_stat_of_your_own_edit_does_not_hide_it_after_the_session(ws):
+    """Forty-seventh red team, F2's variant in one session: you edited b.txt before the launch and did not stage it;
+    the session gives its entry the file's stat, and your `git status` no longer showed your edit (`commit -a` left
+    it out). Its change time is from before the launch: what the index said then is what the end compares with. (As
+    a user the suite hands the files over before each launch, which gives them a new change time: only root's run
+    tells the old code from the new.)"""
+    _repo(ws)
+    ws.write("b.txt", "b\n")
+    ws.git("add", "b.txt")
+    ws.git("commit", "-qm", "b")
+    ws.write("b.txt", "b\nyour fix\n")
+    assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == [" M b.txt"]
+    time.sleep(1.1)
+    res = ws.run("--", "sh", "-c", 'python3 -c "$FORGE" b.txt && git status --porcelain -uno', env={"FORGE": FORGE})
+    assert res.rc == 0 and res.out == "", (res.out, res.err)  # inside, your edit is gone from git
+    assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == [" M b.txt"]
+    assert "+your fix" in _outside_git(ws, "diff").stdout

@@ -3,14 +3,13 @@ session's, from two listings, and the entries whose stat data it looks at again.
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ai_sandbox.hiddenedits import ASSUME, SKIP, Entry, compare, entries, marked, recent, replaced, trusted_since
+from ai_sandbox.hiddenedits import ASSUME, SKIP, Entry, changed, compare, entries, looked_at, marked
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 
@@ -164,55 +163,43 @@ def test_the_tags_and_fields_are_the_ones_git_prints_with_debug(tmp_path):
     got = entries(out.stdout)
     assert set(got) == {"a", "b\nc", "i"} and got["a"].tag == b"h" and got["b\nc"].tag == b"H"
     ctime = (tmp_path / "b\nc").stat().st_ctime_ns
-    assert got["b\nc"].changed == ctime and got["b\nc"].flags == 0
+    assert got["b\nc"].ctime == ctime and got["b\nc"].flags == 0
     assert got["a"].flags != 0 and got["i"].flags != 0  # a mark, an intent to add: never given new stat data
-    assert trusted_since(got, ctime) == ["b\nc"] and trusted_since(got, ctime + 1) == []
+    assert looked_at(got) == ["b\nc"]
 
 
-_NAMES = st.sampled_from(["a", "b\nh 100644 x 0\tc", "d\n  ctime: 1795000500:5\n", "e\tf", "g"])
-
-
-@given(
-    st.dictionaries(_NAMES, st.tuples(st.sampled_from(["H", "h", "S"]), st.integers(1794999000, 1795002000))),
-    st.integers(1794999000, 1795002000),
-    st.integers(0, 1500),
+_NAMES = st.sampled_from(["a", "b\nh 100644 x 0\tc", "d\n  ctime: 1795000500:5\n", "e\tf", "g", "h"])
+_RECORD = st.tuples(
+    st.sampled_from(["H", "h", "S"]), st.sampled_from([A, B]), st.integers(1, 3), st.sampled_from(["0", "4000"])
 )
-def test_the_entries_recorded_during_the_session_are_found_without_reading_the_rest(index, since, length):
-    """recent() against the full read: every entry whose change time falls in the session is found, as read whole,
-    and none from before it, whatever the names hold."""
-    listing = _debug(*((tag, A, name, 0, ct, "0") for name, (tag, ct) in sorted(index.items())))
-    whole = entries(listing)
-    lo, hi = since * 10**9, (since + length) * 10**9
-    got = recent(listing, lo, hi)
-    assert all(got[p] == whole[p] and whole[p].changed >= lo for p in got)
-    assert {p for p, e in whole.items() if lo <= e.changed <= hi} <= set(got)
+
+
+@given(st.dictionaries(_NAMES, _RECORD), st.dictionaries(_NAMES, _RECORD))
+def test_the_entries_that_changed_are_found_without_reading_the_rest(before, after):
+    """changed() against reading both listings whole: every entry whose record differs from the launch's (or is new)
+    is found, as read whole, whatever the names hold; what it finds beside them is as read whole too."""
+
+    def listing(index: dict[str, tuple[str, str, int, str]]) -> bytes:
+        return _debug(*((tag, oid, name, 0, ct, fl) for name, (tag, oid, ct, fl) in sorted(index.items())))
+
+    whole = entries(listing(after))
+    got = changed(listing(after), listing(before))
+    assert all(got[p] == whole[p] for p in got)
+    old = entries(listing(before))
+    assert {p for p, e in whole.items() if old.get(p) != e} <= set(got)
 
 
 def test_an_entry_is_left_alone_for_a_mark_or_an_intent_to_add_only():
     """git's extended bit with no extended flag (0x4000), or an in-memory flag of git's, is no reason: a forged entry
-    carrying the extended bit alone was left alone (forty-seventh red team, F1)."""
+    carrying the extended bit alone was left alone (forty-seventh red team, F1); nor is a mode git reads as a file's,
+    written otherwise (1100644: F4)."""
     now = {
-        f"{name}": Entry(b"H", b"100644", A, 10, flags)
-        for name, flags in [("plain", 0), ("ext", 0x4000), ("hashed", 1 << 20), ("fsmonitor", 1 << 21),
-                            ("assumed", 0x8000), ("ita", 0x20004000), ("skip", 0x40004000)]
+        f"{name}": Entry(b"H", mode, A, 10, flags)
+        for name, mode, flags in [
+            ("plain", b"100644", 0), ("ext", b"100644", 0x4000), ("hashed", b"100644", 1 << 20),
+            ("fsmonitor", b"100644", 1 << 21), ("assumed", b"100644", 0x8000), ("ita", b"100644", 0x20004000),
+            ("skip", b"100644", 0x40004000), ("odd", b"1100644", 0), ("exe", b"100755", 0), ("link", b"120000", 0),
+            ("tree", b"040000", 0), ("module", b"160000", 0), ("junk", b"x", 0),
+        ]
     }  # fmt: skip
-    now["tree"] = Entry(b"H", b"040000", A, 10, 0)  # a sparse index's directory: no file to read
-    assert trusted_since(now, 10) == ["ext", "fsmonitor", "hashed", "plain"]
-
-
-def test_an_entry_below_a_replaced_directory_is_looked_at_whatever_its_change_time():
-    now = {p: Entry(b"H", b"100644", A, 5, 0) for p in ("src/a.py", "src/deep/b.py", "srcx/c.py", "d.py")}
-    assert trusted_since(now, 10) == []
-    assert trusted_since(now, 10, ["src/"]) == ["src/a.py", "src/deep/b.py"]
-
-
-def test_a_directory_renamed_swapped_or_gone_is_replaced(tmp_path):
-    for d in ("a", "b/c", "e"):
-        (tmp_path / d).mkdir(parents=True)
-    walked = {rel: os.lstat(tmp_path / rel).st_ino for rel in ("", "a/", "b/", "b/c/", "e/")}
-    assert replaced(str(tmp_path), walked) == []
-    (tmp_path / "a").rename(tmp_path / "x")
-    (tmp_path / "e").rename(tmp_path / "a")  # another directory where a was
-    (tmp_path / "b" / "c").rmdir()
-    (tmp_path / "b" / "c").write_text("")  # a file where a directory was
-    assert replaced(str(tmp_path), walked) == ["a/", "b/c/", "e/"]
+    assert looked_at(now) == ["exe", "ext", "fsmonitor", "hashed", "link", "odd", "plain"]

@@ -96,7 +96,6 @@ class Walk:
         self.attributes: list[str] = []  # every .gitattributes file listed (ignored ones too)
         self.tracked_attributes: list[str] = []  # .gitattributes in the index (git reads them there if absent)
         self.failed: list[tuple[str, str]] = []  # (directory, why) that could not be listed
-        self.inodes: dict[str, int] = {}  # every directory walked ("" or "a/b/") -> its inode (hiddenedits.py)
         self.done = False
 
     def finish(self, scan: git.Scan, nested: list[str]) -> None:
@@ -123,7 +122,7 @@ def _list(root: str, prune: set[str], old: dict[str, Listing], new: dict[str, Li
     base = os.path.join(root, "")
     settled = time.time_ns() - RACY_NS
     lstat, S_ISDIR = os.lstat, stat.S_ISDIR
-    special, attributes, inodes = walk.special, walk.attributes, walk.inodes
+    special, attributes = walk.special, walk.attributes
     listed = False
     todo = [""]
     while todo:
@@ -136,7 +135,6 @@ def _list(root: str, prune: set[str], old: dict[str, Listing], new: dict[str, Li
         if not S_ISDIR(st.st_mode):
             walk.failed.append((rel.rstrip("/"), "no longer a directory"))
             continue
-        inodes[rel] = st.st_ino
         hit = old.get(rel)
         if hit is None or hit[0] != st.st_ino or hit[1] != st.st_ctime_ns:
             try:

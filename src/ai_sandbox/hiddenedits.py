@@ -152,16 +152,18 @@ def entries(listing: bytes) -> dict[str, Entry]:
 
 def changed(listing: bytes, base: bytes) -> dict[str, Entry]:
     """The entries of listing whose record is not one of base's (both `ls-files -z --stage -t -v --debug`), each read
-    on its own: the listing is cut at its NULs, each piece the stat data of one record and the head of the next, and
-    only the records of a piece base lacks are read (a 50,000-file index's listing is ~10 MB: read whole, ~60 ms)."""
+    on its own: the listings are cut at their NULs, piece k ending in record k's head and piece k + 1 starting with
+    its stat data (five lines, no name in them), so record k is base's when the pair of pieces k, k + 1 is a pair of
+    base's (a piece alone is not enough: two records' stat data can be alike, found by the property test). Only the
+    records of pairs base lacks are read (a 50,000-file index's listing is ~10 MB: read whole, ~60 ms)."""
     pieces = listing.split(b"\0")
-    known = set(base.split(b"\0"))
-    last = len(pieces) - 1  # records: piece k holds record k's head, piece k + 1 its stat data
-    wanted = sorted({k for i, piece in enumerate(pieces) if piece not in known for k in (i - 1, i) if 0 <= k < last})
+    theirs = base.split(b"\0")
+    known = set(zip(theirs, theirs[1:], strict=False))
     out: dict[str, Entry] = {}
-    for k in wanted:
-        head = pieces[0] if k == 0 else _split(pieces[k])[5]
-        out.update(entries(head + b"\0" + b"\n".join(_split(pieces[k + 1])[:5]) + b"\n"))
+    for k, pair in enumerate(zip(pieces, pieces[1:], strict=False)):
+        if pair not in known:
+            head = pair[0] if k == 0 else _split(pair[0])[5]
+            out.update(entries(head + b"\0" + b"\n".join(_split(pair[1])[:5]) + b"\n"))
     return out
 
 

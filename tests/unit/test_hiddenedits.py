@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ai_sandbox.hiddenedits import ASSUME, SKIP, Entry, changed, compare, entries, looked_at, marked
@@ -175,6 +175,9 @@ _RECORD = st.tuples(
 
 
 @given(st.dictionaries(_NAMES, _RECORD), st.dictionaries(_NAMES, _RECORD))
+@example(  # found by it: a's new stat data is what another entry had, and a piece of base matched on its own
+    before={"a": ("H", B, 1, "0"), "b\nh 100644 x 0\tc": ("H", A, 1, "4000")}, after={"a": ("H", B, 1, "4000")}
+)
 def test_the_entries_that_changed_are_found_without_reading_the_rest(before, after):
     """changed() against reading both listings whole: every entry whose record differs from the launch's (or is new)
     is found, as read whole, whatever the names hold; what it finds beside them is as read whole too."""

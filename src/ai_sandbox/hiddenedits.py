@@ -16,12 +16,12 @@
   a file planted in an earlier session and swapped in with its directory (forty-seventh red team, F2). Every entry
   whose stat data (or anything else git lists of it) is not what the index said at the launch is looked at: where
   its file's content is not its object, its stat data is cleared (`update-index --index-info`, same object, the mode
-  as git reads it), and git reads the file again. What the index said at the launch is read through a descriptor
-  the launch opened on the index file (git replaces the file, never writes it in place; one written in place is
-  no baseline: every entry is looked at, and a line says so).
+  as git reads it), and git reads the file again. What the index said at the launch is a copy of the index file
+  the launch reads (a descriptor held on the file would not do: git replaces the file, but the session can write
+  it in place first).
 
 The launch reads nothing for this: its scan listed the index with the marks (`ls-files -t -v`), and that listing is
-what the end compares marks with; it opens the index file, and stats a few paths. The end lists again only the
+what the end compares marks with; it copies the index file, and stats a few paths. The end lists again only the
 indexes whose file changed, and reaches each work tree through the descriptor the launch opened on it
 (skipworktree.Held): a session may have moved it, or put a link to another repository in its place.
 """
@@ -60,12 +60,11 @@ class Look:
     ident: str  # "DEV:INO" of the work tree's directory (skipworktree.tree_id)
     gitdir: str  # "DEV:INO" of the git directory its `.git` names (skipworktree.gitdir_id)
     index: tuple[int, int, int] | None  # the index file's (inode, size, ctime): one unchanged is not listed again
-    held: int  # a descriptor on the index file as it was (-1: there was none), for what it said then
-    seen: tuple[int, int, int] | None  # that file's (size, mtime, ctime) then: changed, it was written in place
+    then: bytes | None  # the index file's bytes as the launch read them (b"": none there; None: not read)
 
 
 def look(root: str, trees: Iterable[Tree]) -> list[Look]:
-    """The launch's look at every work tree it scanned: an open and a few stat calls each, no git."""
+    """The launch's look at every work tree it scanned: a copy of its index file and a few stat calls each, no git."""
     from ai_sandbox.git import git_dir_of
     from ai_sandbox.gitsettings import index_look
     from ai_sandbox.skipworktree import gitdir_id, tree_id
@@ -73,18 +72,36 @@ def look(root: str, trees: Iterable[Tree]) -> list[Look]:
     out = []
     for t in trees:
         path = os.path.join(root, t.prefix).rstrip("/") or "/"
-        held, seen = -1, None
-        try:  # never a FIFO waited on, never through a link
-            held = os.open(os.path.join(git_dir_of(path) or os.path.join(path, ".git"), "index"), _READ)
-            st = os.fstat(held)
-            seen = (st.st_size, st.st_mtime_ns, st.st_ctime_ns) if stat.S_ISREG(st.st_mode) else None
-        except OSError:
-            pass
-        out.append(Look(path, t.scan._index, tree_id(path), gitdir_id(path), index_look(path), held, seen))
+        then = _read(os.path.join(git_dir_of(path) or os.path.join(path, ".git"), "index"))
+        out.append(Look(path, t.scan._index, tree_id(path), gitdir_id(path), index_look(path), then))
     return out
 
 
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+def _read(index: str) -> bytes | None:
+    """The index file's bytes (b"" when there is none; None when it cannot be read whole): a copy, as the session may
+    write the file in place before git replaces it, and a descriptor held on it would then read what it wrote. One
+    read: ~0.1 ms for a few thousand files, ~2 ms for 50,000 (the page cache has it: git just listed it)."""
+    try:  # never a FIFO waited on, never through a link
+        fd = os.open(index, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return b""
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > _INDEX_LIMIT:
+            return None
+        chunks = []
+        while chunk := os.read(fd, 1 << 22):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+_INDEX_LIMIT = 256 << 20  # bytes of an index copied at the launch; a larger one (millions of files) is not
 
 
 def marked(listing: bytes) -> Marked:
@@ -269,8 +286,8 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             base = _then(lk, where)
             if base is None:
                 say_line(
-                    f"git's index in {where} was written in place during the session (git replaces it whole): every "
-                    "tracked file was read to check what the index says of it"
+                    f"what git's index in {where} said at the launch could not be read back: every tracked file was "
+                    "read to check what the index says of it"
                 )
             differ = entries(listed) if base is None else changed(listed, base)
             now = entries(listed) if _may_mark(listed) else differ
@@ -290,21 +307,24 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
 
 
 def _then(lk: Look, where: str) -> bytes | None:
-    """What the index said at the launch (b"": there was none), listed from the descriptor held since; None when that
-    file was written in place since, or git cannot list it."""
+    """What the index said at the launch, listed by git from the launch's copy (an anonymous file: nothing on disk);
+    b"" when there was none; None when the launch could not copy it or git cannot list the copy."""
     from ai_sandbox.git.run import _run
     from ai_sandbox.gitcommand import QUICK
 
-    if lk.held < 0:
+    if lk.then is None:
+        return None
+    if not lk.then:
         return b""
+    fd = os.memfd_create("ai-sandbox-index")
     try:
-        st = os.fstat(lk.held)
-    except OSError:
-        return None
-    if lk.seen is None or (st.st_size, st.st_mtime_ns, st.st_ctime_ns) != lk.seen:
-        return None
-    env = {**os.environ, "GIT_INDEX_FILE": f"/proc/{os.getpid()}/fd/{lk.held}"}
-    proc = _run(["ls-files", "-z", "--stage", "-t", "-v", "--debug"], where, env=env, timeout=QUICK)
+        view = memoryview(lk.then)
+        while view:
+            view = view[os.write(fd, view) :]
+        env = {**os.environ, "GIT_INDEX_FILE": f"/proc/{os.getpid()}/fd/{fd}"}
+        proc = _run(["ls-files", "-z", "--stage", "-t", "-v", "--debug"], where, env=env, timeout=QUICK)
+    finally:
+        os.close(fd)
     return proc.stdout if proc.returncode == 0 else None
 
 

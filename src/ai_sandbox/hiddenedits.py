@@ -80,7 +80,7 @@ def look(root: str, trees: Iterable[Tree]) -> list[Look]:
 def _read(index: str) -> bytes | None:
     """The index file's bytes (b"" when there is none; None when it cannot be read whole): a copy, as the session may
     write the file in place before git replaces it, and a descriptor held on it would then read what it wrote. One
-    read: ~0.1 ms for a few thousand files, ~2 ms for 50,000 (the page cache has it: git just listed it)."""
+    read: 0.09 ms for a 0.2 MB index, 0.47 ms for a 50,000-file one of 5.4 MB (the page cache has it: git just listed it)."""
     try:  # never a FIFO waited on, never through a link
         fd = os.open(index, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:

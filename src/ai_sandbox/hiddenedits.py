@@ -18,7 +18,8 @@
   its file's content is not its object, its stat data is cleared (`update-index --index-info`, same object, the mode
   as git reads it), and git reads the file again. What the index said at the launch is a copy of the index file
   the launch reads (a descriptor held on the file would not do: git replaces the file, but the session can write
-  it in place first).
+  it in place first). A split index (`sharedindex.*` in the git directory) keeps its entries in a shared file
+  the session can rewrite in place, unseen by the copy: there every tracked file is read at every end.
 
 The launch reads nothing for this: its scan listed the index with the marks (`ls-files -t -v`), and that listing is
 what the end compares marks with; it copies the index file, and stats a few paths. The end lists again only the
@@ -279,12 +280,15 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             where = lk.tree if lk.ident and tree_id(lk.tree) == lk.ident else None
         if where is None or (lk.gitdir and gitdir_id(where) != lk.gitdir):
             continue  # gone, or another repository in its place: nothing of this index is reachable there
-        if where == lk.tree and index_look(where) == lk.index:
+        split = _split_index(where)
+        if where == lk.tree and index_look(where) == lk.index and not split:
             continue  # the index file was not written
         try:  # one index that cannot be read (a nested one the session broke) leaves the others to be done
             listed = git.git_output(["ls-files", "-z", "--stage", "-t", "-v", "--debug"], where, timeout=git.QUICK)
-            base = _then(lk, where)
-            if base is None:
+            # a split index keeps its entries in a shared file the copy does not hold, which the session can rewrite
+            # in place (git checks only that its last bytes are its name's: forty-eighth red team, F1)
+            base = None if split else _then(lk, where)
+            if base is None and not split:
                 say_line(
                     f"what git's index in {where} said at the launch could not be read back: every tracked file was "
                     "read to check what the index says of it"
@@ -326,6 +330,17 @@ def _then(lk: Look, where: str) -> bytes | None:
     finally:
         os.close(fd)
     return proc.stdout if proc.returncode == 0 else None
+
+
+def _split_index(where: str) -> bool:
+    """Does the work tree's git directory hold a split index's shared part (`sharedindex.*`)? One listing of it."""
+    from ai_sandbox.git import git_dir_of
+
+    try:
+        with os.scandir(git_dir_of(where) or os.path.join(where, ".git")) as it:
+            return any(e.name.startswith("sharedindex.") for e in it)
+    except OSError:
+        return False
 
 
 def _why(e: Exception) -> str:

@@ -670,3 +670,53 @@ def test_an_index_entry_given_the_stat_of_your_own_edit_does_not_hide_it_after_t
     assert res.rc == 0 and res.out == "", (res.out, res.err)  # inside, your edit is gone from git
     assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == [" M b.txt"]
     assert "+your fix" in _outside_git(ws, "diff").stdout
+
+
+# A split index's shared part rewritten in place: one entry given the file's stat data, or the assume-unchanged bit
+# (ASSUME=1). The last 20 bytes stay: git checks only that they are the file's name, never the content's hash.
+FORGE_SHARED = r"""
+import glob, os, struct, sys
+for idx in glob.glob(".git/sharedindex.*"):
+    data = bytearray(open(idx, "rb").read())
+    off = 12
+    for _ in range(struct.unpack(">I", data[8:12])[0]):
+        flags = struct.unpack(">H", data[off + 60 : off + 62])[0]
+        head = 62 + (2 if flags & 0x4000 else 0)
+        name = bytes(data[off + head : data.index(b"\0", off + head)])
+        if name.decode() == sys.argv[1]:
+            if os.environ.get("ASSUME") == "1":
+                data[off + 60 : off + 62] = struct.pack(">H", flags | 0x8000)
+            else:
+                st = os.lstat(name)
+                data[off : off + 24] = struct.pack(">6I", st.st_ctime_ns // 10**9, st.st_ctime_ns % 10**9,
+                    st.st_mtime_ns // 10**9, st.st_mtime_ns % 10**9, st.st_dev & 0xFFFFFFFF, st.st_ino & 0xFFFFFFFF)
+                data[off + 28 : off + 40] = struct.pack(">3I", st.st_uid, st.st_gid, st.st_size)
+        off += (head + len(name) + 8) & ~7
+    with open(idx, "r+b") as f:
+        f.write(data)
+"""
+
+
+@pytest.mark.parametrize("assume", ["0", "1"])
+def test_a_split_index_rewritten_in_place_does_not_hide_an_edit(ws, assume):
+    """Forty-eighth red team, F1: with the split index (`core.splitIndex`, yours; or `update-index --split-index`, the
+    session's), the entries live in `.git/sharedindex.*`, which the session rewrote in place: `.git/index` was not
+    written, so the end looked at nothing, and the edit stayed hidden (given the file's stat, or the mark). Now a
+    split index is read whole at every end. (As a user the suite's chown before the launch writes .git/index's change
+    time, so only root's run tells the old code from the new.)"""
+    ws.git("init", "-q")
+    ws.git("config", "core.splitIndex", "true")
+    for name in ("a.txt", "b.txt"):
+        ws.write(name, f"{name}\n")
+        os.utime(ws.repo / name, (time.time() - 86400, time.time() - 86400))  # not racy: kept in the shared part
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "init")
+    time.sleep(1.1)
+    # an old modification time: the entry is not racily clean against .git/index, which was not written since
+    edit = "echo evil >> b.txt && touch -d 2020-01-01 b.txt"
+    # `git diff`, not `git status`: status writes .git/index, which the end would then look at anyway
+    script = f'{edit} && python3 -c "$FORGE" b.txt && git diff --name-only && echo done'
+    res = ws.run("--", "sh", "-c", script, env={"FORGE": FORGE_SHARED, "ASSUME": assume})
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)  # inside, git sees nothing: the forgery works
+    assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == [" M b.txt"], res.err
+    assert "+evil" in _outside_git(ws, "diff").stdout

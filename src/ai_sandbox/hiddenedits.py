@@ -19,7 +19,7 @@
   as git reads it), and git reads the file again. What the index said at the launch is a copy of the index file
   the launch reads (a descriptor held on the file would not do: git replaces the file, but the session can write
   it in place first). A split index (`sharedindex.*` in the git directory) keeps its entries in a shared file
-  the session can rewrite in place, unseen by the copy: there every tracked file is read at every end.
+  the session can rewrite in place, unseen by the copy: where one was written, every tracked file is read.
 
 The launch reads nothing for this: its scan listed the index with the marks (`ls-files -t -v`), and that listing is
 what the end compares marks with; it copies the index file, and stats a few paths. The end lists again only the
@@ -62,6 +62,7 @@ class Look:
     gitdir: str  # "DEV:INO" of the git directory its `.git` names (skipworktree.gitdir_id)
     index: tuple[int, int, int] | None  # the index file's (inode, size, ctime): one unchanged is not listed again
     then: bytes | None  # the index file's bytes as the launch read them (b"": none there; None: not read)
+    shared: frozenset[tuple[str, int, int]]  # a split index's shared files then: (name, inode, change time)
 
 
 def look(root: str, trees: Iterable[Tree]) -> list[Look]:
@@ -74,7 +75,7 @@ def look(root: str, trees: Iterable[Tree]) -> list[Look]:
     for t in trees:
         path = os.path.join(root, t.prefix).rstrip("/") or "/"
         then = _read(os.path.join(git_dir_of(path) or os.path.join(path, ".git"), "index"))
-        out.append(Look(path, t.scan._index, tree_id(path), gitdir_id(path), index_look(path), then))
+        out.append(Look(path, t.scan._index, tree_id(path), gitdir_id(path), index_look(path), then, _shared(path)))
     return out
 
 
@@ -280,9 +281,10 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             where = lk.tree if lk.ident and tree_id(lk.tree) == lk.ident else None
         if where is None or (lk.gitdir and gitdir_id(where) != lk.gitdir):
             continue  # gone, or another repository in its place: nothing of this index is reachable there
-        split = _split_index(where)
-        if where == lk.tree and index_look(where) == lk.index and not split:
-            continue  # the index file was not written
+        shared = _shared(where)
+        if where == lk.tree and index_look(where) == lk.index and shared == lk.shared:
+            continue  # the index file was not written, nor a split index's shared part
+        split = bool(shared)
         try:  # one index that cannot be read (a nested one the session broke) leaves the others to be done
             listed = git.git_output(["ls-files", "-z", "--stage", "-t", "-v", "--debug"], where, timeout=git.QUICK)
             # a split index keeps its entries in a shared file the copy does not hold, which the session can rewrite
@@ -332,15 +334,17 @@ def _then(lk: Look, where: str) -> bytes | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def _split_index(where: str) -> bool:
-    """Does the work tree's git directory hold a split index's shared part (`sharedindex.*`)? One listing of it."""
+def _shared(where: str) -> frozenset[tuple[str, int, int]]:
+    """A split index's shared files in the work tree's git directory (`sharedindex.*`): name, inode and change time
+    of each (none: the index is not split). One listing of the git directory."""
     from ai_sandbox.git import git_dir_of
 
     try:
         with os.scandir(git_dir_of(where) or os.path.join(where, ".git")) as it:
-            return any(e.name.startswith("sharedindex.") for e in it)
+            found = [e for e in it if e.name.startswith("sharedindex.")]
+            return frozenset((e.name, e.inode(), e.stat(follow_symlinks=False).st_ctime_ns) for e in found)
     except OSError:
-        return False
+        return frozenset()
 
 
 def _why(e: Exception) -> str:

@@ -21,7 +21,7 @@
   it in place first). A split index (`sharedindex.*` in the git directory) keeps its entries in a shared file
   the session can rewrite in place, unseen by the copy: where one was written, every tracked file is read.
 
-The launch reads nothing for this: its scan listed the index with the marks (`ls-files -t -v`), and that listing is
+The launch runs no git for this: its scan listed the index with the marks (`ls-files -t -v`), and that listing is
 what the end compares marks with; it copies the index file, and stats a few paths. The end lists again only the
 indexes whose file changed, and reaches each work tree through the descriptor the launch opened on it
 (skipworktree.Held): a session may have moved it, or put a link to another repository in its place.

@@ -270,10 +270,10 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
     from ai_sandbox import git
     from ai_sandbox.errors import PolicyError
     from ai_sandbox.gitsettings import index_look
-    from ai_sandbox.skipworktree import gitdir_id, owned_marks, say_line, tree_id
+    from ai_sandbox.skipworktree import _LOCK_WAIT, gitdir_id, owned_marks, say_line, tree_id
 
     moved = held.now() if held else {}
-    deadline = time.monotonic() + 2.0  # for every tree's index.lock together (skipworktree.update_index)
+    deadline = time.monotonic() + _LOCK_WAIT  # for every tree's index.lock together (skipworktree.update_index)
     todo: list[tuple[Look, str, dict[str, Entry]]] = []
     for lk in looks:
         where = moved.get(lk.tree)
@@ -296,7 +296,7 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
                     "read to check what the index says of it"
                 )
             differ = entries(listed) if base is None else changed(listed, base)
-            now = entries(listed) if _may_mark(listed) else differ
+            now = entries(listed) if base is not None and _may_mark(listed) else differ  # never read whole twice
             _restat(env, where, now, looked_at(differ), deadline)
         except (PolicyError, OSError, ValueError) as e:
             say_line(f"could not look for what the session hid from git in {where}'s index: {_why(e)}")

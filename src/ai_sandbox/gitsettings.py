@@ -13,7 +13,8 @@ Nothing is added back: a launch's look may hold what another session running mea
 Looked at: the config files git reads for this checkout and the repositories in it (the common `config`, each
 worktree's `config.worktree`, each submodule's wherever the index points, the files they include at the launch:
 an include into the work tree is writable inside), and the files that point git elsewhere (`commondir` in any
-git directory, a linked worktree's `.git` file, git's old `remotes/` files). A file the session replaced by
+git directory, a linked worktree's `.git` file, git's old `remotes/` files), and those of info/ that change what git
+shows without a trace in `git status` (grafts, attributes). A file the session replaced by
 something that is not a regular file, made unreadable to git, larger than LIMIT or given more than MAX_KEYS
 settings is put back whole, the session's one moved aside beside it. Nothing is read through a link the session
 made, nor written through one. The hooks the session put in a git directory it made (a submodule it added, whose
@@ -63,6 +64,9 @@ Entries = list[tuple[str, str | None]]  # (key, value) as git lists them; None: 
 _URL_KEY = r"remote\..+\.(url|pushurl)"
 _BRANCH_REMOTE = r"branch\..+\.(remote|pushremote)"
 _NETWORK = r"(https?|ssh|git|git\+ssh|ssh\+git)://[^/\s]|([\w.+-]+@)?(\[[^]/]+\]|[\w.-]+):(?![/:])"
+# info/grafts gives a commit other parents; info/attributes attributes no `git status` shows (`ident` reads whatever
+# is between `$Id:` and `$` as nothing: code of the same size there was seen nowhere, forty-eighth red team)
+_INFO = ("grafts", "attributes")
 MAX_KEYS = 16  # past this many keys to remove, the file is put back whole (a git call each: 8,000 took a minute)
 # the variables and sections that name a program or a file git reads: named first in the line
 _RUNS = (
@@ -175,7 +179,7 @@ def take(root: str, nested: list[str] | None = None, hidden: Callable[[str], boo
     own = git_dir_of(root)
     if not own:
         return None
-    common = _common_dir(own)
+    common = common_dir(own)
     files: list[Guarded] = []
     roots = [root, *(nested or [])]
     for r in roots[:MAX_FILES]:
@@ -247,7 +251,7 @@ def _files_of(root: str, dotgit: bool = True) -> list[tuple[str, bool]]:
     own = git_dir_of(root)
     if not own:
         return []
-    common = _common_dir(own)
+    common = common_dir(own)
     out = [(p, False) for p in _pointer_paths(common, own)]
     if dotgit and not os.path.isdir(os.path.join(root, ".git")):
         out.append((os.path.join(root, ".git"), False))
@@ -335,7 +339,8 @@ def restore(settings: Settings, pid: int) -> str | None:
         return None
     if done:
         parts.append(
-            "the session changed git settings that could run a program in your own git later, undone: "
+            "the session changed git settings that could run a program in your own git later or hide what it "
+            "changed from it, undone: "
             f"{', '.join(done[:8])}{' …' if len(done) > 8 else ''}; set them outside the sandbox if you meant them"
         )
     if failed:
@@ -417,7 +422,7 @@ def _aside(directory: int, name: str) -> None:
     raise OSError(errno.EEXIST, f"no free name beside {name}")
 
 
-def _common_dir(own: str) -> str:
+def common_dir(own: str) -> str:
     """git's common directory for the git directory own: `commondir` names it in a linked worktree's."""
     from ai_sandbox.verify import read_regular
 
@@ -443,10 +448,13 @@ def _config_paths(common: str, own: str) -> list[str]:
 def _pointer_paths(common: str, own: str) -> list[str]:
     """The files that point git elsewhere for its common directory or a remote: `commondir` in any git directory
     (git reads it in every one, not only a linked worktree's: twenty-fourth red team), and git's old
-    `remotes/<name>` and `branches/<name>` files, which name a URL without the config."""
+    `remotes/<name>` and `branches/<name>` files, which name a URL without the config. And the files of info/ that
+    change what git shows of the repository without a trace in `git status` (_INFO)."""
+    modules = submodule_dirs(os.path.join(common, "modules"), 0)
     out = [os.path.join(own or common, "commondir")]
     out += [os.path.join(d, "commondir") for d in _subdirs(os.path.join(common, "worktrees"))]
-    out += [os.path.join(m, "commondir") for m in submodule_dirs(os.path.join(common, "modules"), 0)]
+    out += [os.path.join(m, "commondir") for m in modules]
+    out += [os.path.join(g, "info", name) for g in (common, *modules) for name in _INFO]
     for legacy in ("remotes", "branches"):
         with contextlib.suppress(OSError):
             out += sorted(e.path for e in os.scandir(os.path.join(common, legacy)) if not e.is_dir())

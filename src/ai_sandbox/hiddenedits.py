@@ -63,19 +63,24 @@ class Look:
     index: tuple[int, int, int] | None  # the index file's (inode, size, ctime): one unchanged is not listed again
     then: bytes | None  # the index file's bytes as the launch read them (b"": none there; None: not read)
     shared: frozenset[tuple[str, int, int]]  # a split index's shared files then: (name, inode, change time)
+    replaced: dict[str, str] | None  # the repository's replace refs then (replacerefs.py); None: git could not say
 
 
 def look(root: str, trees: Iterable[Tree]) -> list[Look]:
     """The launch's look at every work tree it scanned: a copy of its index file and a few stat calls each, no git."""
     from ai_sandbox.git import git_dir_of
     from ai_sandbox.gitsettings import index_look
+    from ai_sandbox.replacerefs import listed
     from ai_sandbox.skipworktree import gitdir_id, tree_id
 
     out = []
     for t in trees:
         path = os.path.join(root, t.prefix).rstrip("/") or "/"
         then = _read(os.path.join(git_dir_of(path) or os.path.join(path, ".git"), "index"))
-        out.append(Look(path, t.scan._index, tree_id(path), gitdir_id(path), index_look(path), then, _shared(path)))
+        refs = listed(path)
+        out.append(
+            Look(path, t.scan._index, tree_id(path), gitdir_id(path), index_look(path), then, _shared(path), refs)
+        )
     return out
 
 
@@ -281,6 +286,10 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             where = lk.tree if lk.ident and tree_id(lk.tree) == lk.ident else None
         if where is None or (lk.gitdir and gitdir_id(where) != lk.gitdir):
             continue  # gone, or another repository in its place: nothing of this index is reachable there
+        try:
+            _replaced(lk, where)
+        except (PolicyError, OSError, ValueError) as e:
+            say_line(f"could not look for the replace refs the session made in {where}: {_why(e)}")
         shared = _shared(where)
         if where == lk.tree and index_look(where) == lk.index and shared == lk.shared:
             continue  # the index file was not written, nor a split index's shared part
@@ -310,6 +319,27 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             present = {p: os.path.lexists(os.path.join(where, p)) for p, e in now.items() if e.tag != b"H"}
             found = compare(marked(lk.listing), now, present, ours.get(lk.tree, set()) | ours.get(where, set()))
             _apply(env, where, found, deadline)
+
+
+def _replaced(lk: Look, where: str) -> None:
+    """Remove the replace refs the session added to the work tree's repository (replacerefs.py). Where the launch
+    could not list them, those there now are named, not removed."""
+    from ai_sandbox.replacerefs import added, listed, remove
+    from ai_sandbox.skipworktree import say_line
+
+    now = listed(where)
+    if lk.replaced is None:
+        if now != {}:
+            say_line(
+                f"git could not list the replace refs in {where} at the launch, so those the session made cannot be "
+                "told: `git replace -l` lists them, each puts another object in place of one of yours"
+            )
+        return
+    if now is None:
+        say_line(f"git could not list the replace refs in {where} after the session: `git replace -l` lists them")
+        return
+    if new := added(lk.replaced, now):
+        remove(where, new, lk.replaced)
 
 
 def _then(lk: Look, where: str) -> bytes | None:

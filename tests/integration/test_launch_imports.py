@@ -32,7 +32,7 @@ OURS = {
     "ai_sandbox.options", "ai_sandbox.paths", "ai_sandbox.patterns", "ai_sandbox.policy", "ai_sandbox.policy.build",
     "ai_sandbox.policy.fit", "ai_sandbox.policy.model", "ai_sandbox.policy.resolve", "ai_sandbox.prefetch",
     "ai_sandbox.profiles",
-    "ai_sandbox.records", "ai_sandbox.secretscan", "ai_sandbox.skipworktree", "ai_sandbox.sockets", "ai_sandbox.spawn",
+    "ai_sandbox.records", "ai_sandbox.replacerefs", "ai_sandbox.secretscan", "ai_sandbox.skipworktree", "ai_sandbox.sockets", "ai_sandbox.spawn",
     "ai_sandbox.state", "ai_sandbox.tools", "ai_sandbox.unwritten", "ai_sandbox.verify", "ai_sandbox.watch",
     "ai_sandbox.writes",
 }  # fmt: skip

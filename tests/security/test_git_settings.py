@@ -720,3 +720,64 @@ def test_a_split_index_rewritten_in_place_does_not_hide_an_edit(ws, assume):
     assert res.rc == 0 and res.out == "done\n", (res.out, res.err)  # inside, git sees nothing: the forgery works
     assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == [" M b.txt"], res.err
     assert "+evil" in _outside_git(ws, "diff").stdout
+
+
+# A commit like HEAD whose tree is the index's (the session's staged edit in it), put in HEAD's place by a replace ref
+COPY_OF_HEAD = 'tree=$(git write-tree) && copy=$(git cat-file commit HEAD | sed "1s/.*/tree $tree/" | git hash-object -t commit -w --stdin)'
+
+
+@pytest.mark.parametrize("where", ["loose", "packed"])
+def test_a_replace_ref_that_hides_a_staged_edit_does_not_outlive_the_session(ws, where):
+    """Forty-eighth red team, F3: the session staged an edit and put a copy of HEAD whose tree holds it in HEAD's place
+    (`git replace HEAD <copy>`): the user's `git status`, `git diff --cached` and `commit -a` showed nothing, and their
+    next commit carried the edit. The end removes the replace refs the session added, and names them; the user's own
+    (one from before the launch, loose or packed as the session left the refs) stay. packed: the session then ran
+    `git pack-refs --all`, which moves every ref into .git/packed-refs."""
+    _repo(ws)
+    mine = _outside_git(ws, "hash-object", "-w", "--stdin").stdout.strip()  # an object of the user's, replaced
+    blob = _outside_git(ws, "rev-parse", "HEAD:a.txt").stdout.strip()
+    assert _outside_git(ws, "replace", blob, mine).returncode == 0
+    pack = " && git pack-refs --all" if where == "packed" else ""
+    script = f"echo evil >> a.txt && git add a.txt && {COPY_OF_HEAD} && git replace HEAD $copy{pack} && git status --porcelain -uno && echo done"
+    res = ws.run("--", "sh", "-c", script)
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)  # inside, git shows nothing staged
+    assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == ["M  a.txt"]
+    assert "+evil" in _outside_git(ws, "diff", "--cached").stdout
+    assert _outside_git(ws, "replace", "-l").stdout.split() == [blob]  # the user's own stays
+    said = [line for line in res.err.splitlines() if "replace" in line]
+    head = _outside_git(ws, "rev-parse", "HEAD").stdout.strip()
+    assert len(said) == 1 and f"refs/replace/{head}" in said[0] and blob not in said[0], res.err
+
+
+# In v.py as checked out with `ident`, the blob's id between `$Id: ` and ` $` becomes code of the same size
+IDENT = r"""
+import re
+text = open("v.py").read()
+code = re.sub(r"\$Id: [0-9a-f]{40} \$", lambda m: "$Id: " + '"; print(666); x = "'.ljust(40) + " $", text)
+assert code != text
+open("v.py", "w").write(code)
+"""
+
+
+@pytest.mark.parametrize("name", ["grafts", "attributes"])
+def test_what_the_git_directory_info_files_add_does_not_outlive_the_session(ws, name):
+    """Forty-eighth red team, beside F3: `.git/info/grafts` gives a commit other parents in the user's git, and
+    `.git/info/attributes` attributes no `git status` shows (`ident`: a checkout writes the blob's id between `$Id:`
+    and `$`, and git reads anything there as `$Id$`; an edit of the same size there, Python code here, is then seen
+    nowhere). Each is put back as the launch found it (here: none), the session's moved aside, and named."""
+    _repo(ws)
+    ws.write("v.py", 'VERSION = "$Id$"\n')
+    ws.git("add", "v.py")
+    ws.git("commit", "-qm", "v")
+    head = _outside_git(ws, "rev-parse", "HEAD").stdout.strip()
+    text = {"grafts": f"{head}\n", "attributes": "v.py ident\n"}[name]
+    edit = {"grafts": "true", "attributes": 'rm v.py && git checkout -- v.py && python3 -c "$IDENT"'}[name]
+    script = f"mkdir -p .git/info && printf '{text}' > .git/info/{name} && {edit} && git status --porcelain -uno"
+    res = ws.run("--", "sh", "-c", script + " && echo done", env={"IDENT": IDENT})
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)  # inside, git shows nothing
+    assert not (ws.repo / ".git" / "info" / name).exists()
+    assert [p.name for p in (ws.repo / ".git" / "info").iterdir() if p.name.startswith(f"{name}.ai-sandbox-")]
+    said = [line for line in res.err.splitlines() if f"info/{name}" in line and line.startswith("ai-sandbox:")]
+    assert len(said) == 1, res.err
+    if name == "attributes":
+        assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == [" M v.py"]

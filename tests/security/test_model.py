@@ -174,6 +174,9 @@ GIT_ACTIONS = st.sampled_from(
         "git reset -q --hard",
         "git merge -q --ff-only feat",
         "echo '# edit' >> src/app.py && git update-index --assume-unchanged src/app.py",
+        # a copy of HEAD whose tree holds a staged edit, in HEAD's place (replacerefs.py)
+        "echo '# staged' >> src/app.py && git add src/app.py && tree=$(git write-tree) && "
+        'git replace HEAD $(git cat-file commit HEAD | sed "1s/.*/tree $tree/" | git hash-object -t commit -w --stdin)',
     ]
 )
 SESSIONS = st.tuples(
@@ -418,6 +421,8 @@ class World:
         for line in self.said.splitlines():
             if "cleared git index marks the session set in " in line:
                 self.users_clear(line)
+            if "removed the git replace refs the session made in " in line:
+                self.users_unreplace(line)
             if "cleared git's skip-worktree mark of" not in line:
                 continue
             names, _, tree = line.split(" mark of ", 1)[1].partition(" in ")
@@ -443,6 +448,18 @@ class World:
                     check=True,
                     capture_output=True,
                 )
+
+    def users_unreplace(self, line: str) -> None:
+        """The control's side of the line naming the replace refs a session made (replacerefs.py): the same refs
+        deleted by hand (`removed the git replace refs the session made in TREE, which …: REF (OID), REF (OID); …`)."""
+        tree = line.split(" the session made in ", 1)[1].partition(", which ")[0]
+        there = self.control / os.path.relpath(tree, self.base)
+        for ref in re.findall(r"refs/replace/[0-9a-f]{40}", line.split("`git commit -a`): ", 1)[1]):
+            subprocess.run(
+                ["git", "-c", "safe.directory=*", "-C", str(there), "update-ref", "--no-deref", "-d", ref],
+                check=True,
+                capture_output=True,
+            )
 
     def hidden(self, where: str) -> list[str]:
         """The paths in the project a launch from where hides (`explain --json`): what git inside cannot see."""
@@ -514,6 +531,7 @@ class World:
         return {
             "HEAD": git("rev-parse", "--abbrev-ref", "HEAD") + git("rev-parse", "HEAD"),
             "index": git("ls-files", "-s", "-t", "-v"),
+            "replace refs": git("for-each-ref", "refs/replace/"),
             "status": git("status", "--porcelain"),
             "clone": git("rev-parse", "HEAD", where=clone) + git("ls-files", "-s", "-t", "-v", where=clone),
             "worktree": git("rev-parse", "HEAD", where=wt)
@@ -574,6 +592,7 @@ class Sessions(RuleBasedStateMachine):
         mine = w.state(w.ws.repo, w.ws.home, w.out, w.worktree(w.base))
         c = w.control
         theirs = w.state(c / "repo", c / "home", c / "out", w.worktree(c))
+        assert mine["replace refs"] == "", f"a replace ref outlived the session:\n{mine['replace refs']}\n{w.said}"
         for key in mine:
             assert mine[key] == theirs[key], f"{w.said}\n{key} differs from the control after {actions} (done: {done})"
 

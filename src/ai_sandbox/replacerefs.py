@@ -1,0 +1,110 @@
+"""The replace refs a session adds, removed at its end: each puts another object in an object's place in every
+git command of the user's (`git replace HEAD <copy>`, a copy of HEAD whose tree holds the session's staged edit, hid
+that edit from `git status`, `git diff --cached` and `commit -a`, and the user's next commit carried it: forty-eighth
+red team, F3). Outside, the same commands leave the ref; here it goes, like a git setting the session added
+(gitsettings.py), and the line names it with the command that sets it again.
+
+The launch runs no git for this where the repository can hold no replace ref: no `refs/replace` and no `reftable`
+in its git directory, and no `refs/replace/` in its packed-refs (nearly every repository: two stat calls and one
+read). Elsewhere git lists them, at the launch and at the end. Only git's own namespace is looked at: a
+`GIT_REPLACE_REF_BASE` of the user's names another (said in docs/threat-model.md).
+"""
+
+from __future__ import annotations
+
+import os
+
+PREFIX = "refs/replace/"
+_PACKED_LIMIT = 256 << 20  # bytes of packed-refs read for the quick look; a larger one is left to git
+
+Refs = dict[str, str]  # ref name -> object id
+
+
+def listed(tree: str) -> Refs | None:
+    """The replace refs of the work tree's repository as git reads them; None when git cannot list them."""
+    from ai_sandbox.errors import SandboxError
+    from ai_sandbox.git import QUICK, git_dir_of
+    from ai_sandbox.git.run import _run
+    from ai_sandbox.gitsettings import common_dir
+
+    own = git_dir_of(tree)
+    may = _may_hold(common_dir(own)) if own else True
+    if may is None:
+        return None
+    if not may:
+        return {}
+
+    try:
+        proc = _run(["for-each-ref", "--format=%(refname)%00%(objectname)", PREFIX], tree, timeout=QUICK)
+    except SandboxError:  # git timed out (a FIFO the session put in its config): said by the caller
+        return None
+    if proc.returncode != 0:
+        return None
+    out: Refs = {}
+    for line in proc.stdout.split(b"\n"):
+        name, nul, oid = line.partition(b"\0")
+        if nul:
+            out[os.fsdecode(name)] = oid.decode("ascii", "replace")
+    return out
+
+
+def _may_hold(common: str) -> bool | None:
+    """Could git find a replace ref here? Loose refs live under refs/replace, packed ones in packed-refs (a line
+    `<oid> refs/replace/<name>`), reftable ones in reftable/ (looked at by git only). None: packed-refs is no
+    regular file, or larger than _PACKED_LIMIT (a FIFO a session left there held git for its whole time limit)."""
+    from ai_sandbox.verify import read_regular
+
+    if any(os.path.lexists(os.path.join(common, p)) for p in ("refs/replace", "reftable")):
+        return True
+    try:
+        data = read_regular(os.path.join(common, "packed-refs"), _PACKED_LIMIT, follow=True)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return None
+    return PREFIX.encode() in data
+
+
+def added(before: Refs, now: Refs) -> Refs:
+    """The refs of now that before did not hold with that object: the session's."""
+    return {name: oid for name, oid in now.items() if before.get(name) != oid}
+
+
+def remove(tree: str, refs: Refs, before: Refs) -> None:
+    """Delete refs (each only while it still names the object it named: one `update-ref` transaction; a symbolic one
+    itself, never the branch it names, which a plain `update-ref -d` deletes: measured) and say so in
+    one line (before: the refs at the launch; one the session changed is removed too, and the line says what it
+    named). Never raises."""
+    import shlex
+
+    from ai_sandbox.git import QUICK
+    from ai_sandbox.git.run import _run
+    from ai_sandbox.skipworktree import say_line
+
+    names = sorted(refs)
+    shown = ", ".join(_shown(n, refs[n], before.get(n)) for n in names[:3])
+    shown += f" and {len(names) - 3} more" if len(names) > 3 else ""
+    data = b"".join(b"delete " + os.fsencode(n) + b"\0" + refs[n].encode() + b"\0" for n in names)
+    try:
+        proc = _run(["update-ref", "--no-deref", "-z", "--stdin"], tree, stdin=data, timeout=QUICK)
+        ok, why = proc.returncode == 0, os.fsdecode(proc.stderr).strip().splitlines()[:1]
+    except Exception as e:  # never a traceback: the session is over, this is the user's one chance to hear of it
+        ok, why = False, [type(e).__name__]
+    first = names[0]
+    again = f"`git replace -f {first[len(PREFIX) :]} {refs[first]}`"
+    if ok:
+        say_line(
+            f"removed the git replace refs the session made in {tree}, which put other objects in place of yours in "
+            f"every git command (they can hide its edits from `git status`, `git diff` and `git commit -a`): {shown}; "
+            f"{again} sets one again if you meant it"
+        )
+    else:
+        say_line(
+            f"could not remove the git replace refs the session made in {tree} ({(why or ['no message'])[0]}), which "
+            f"can hide its edits from `git status` and `git diff`: {shown}; `git -C {shlex.quote(tree)} replace -d "
+            "OBJECT` removes one, `git replace -l` lists them"
+        )
+
+
+def _shown(name: str, oid: str, was: str | None) -> str:
+    return f"{name} ({oid[:12]}" + (f"; it named {was[:12]} at the launch)" if was else ")")

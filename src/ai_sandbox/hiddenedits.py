@@ -275,10 +275,10 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
     from ai_sandbox import git
     from ai_sandbox.errors import PolicyError
     from ai_sandbox.gitsettings import index_look
-    from ai_sandbox.skipworktree import _LOCK_WAIT, gitdir_id, owned_marks, say_line, tree_id
+    from ai_sandbox.skipworktree import LOCK_WAIT, gitdir_id, owned_marks, say_line, tree_id
 
     moved = held.now() if held else {}
-    deadline = time.monotonic() + _LOCK_WAIT  # for every tree's index.lock together (skipworktree.update_index)
+    deadline = time.monotonic() + LOCK_WAIT  # for every tree's index.lock together (skipworktree.write_index)
     todo: list[tuple[Look, str, dict[str, Entry]]] = []
     for lk in looks:
         where = moved.get(lk.tree)
@@ -388,9 +388,7 @@ def _restat(env: Mapping[str, str], where: str, now: dict[str, Entry], paths: li
     hashes a blob, without git): git then reads the file (racily clean or not) and sees what is there. A file git
     filters (git-crypt, LFS, line endings) hashes otherwise and is looked at again too, once: harmless. Silent, as
     nothing the user's git shows changes but what the session had hidden."""
-    from ai_sandbox.git import index_write
-    from ai_sandbox.paths import cache_dir
-    from ai_sandbox.skipworktree import blob_id, say_line
+    from ai_sandbox.skipworktree import blob_id, say_line, write_index
 
     stale = [p for p in paths if blob_id(os.path.join(where, p), len(now[p].oid)) != now[p].oid]
     if not stale:
@@ -398,20 +396,15 @@ def _restat(env: Mapping[str, str], where: str, now: dict[str, Entry], paths: li
     data = b"".join(
         (_kind(now[p].mode) or b"") + b" " + now[p].oid.encode() + b"\t" + os.fsencode(p) + b"\0" for p in stale
     )
-    while True:
-        proc = index_write(["update-index", "-z", "--index-info"], where, data, cache_dir(env))
-        if proc.returncode == 0:
-            return
-        if b"index.lock" not in proc.stderr or time.monotonic() > deadline:
-            from ai_sandbox.fs import some
+    proc = write_index(env, where, ["-z", "--index-info"], data, deadline)
+    if proc.returncode != 0:
+        from ai_sandbox.fs import some
 
-            first = os.fsdecode(proc.stderr).strip().splitlines()[:1] or ["no message"]
-            say_line(
-                f"could not make git look again at {some(stale)} in {where} ({first[0]}): the session may have made "
-                "git's index hide its edits there; `touch` each of them, and `git status` shows them"
-            )
-            return
-        time.sleep(0.05)
+        first = os.fsdecode(proc.stderr).strip().splitlines()[:1] or ["no message"]
+        say_line(
+            f"could not make git look again at {some(stale)} in {where} ({first[0]}): the session may have made "
+            "git's index hide its edits there; `touch` each of them, and `git status` shows them"
+        )
 
 
 def _by_mark(marks: dict[str, list[str]]) -> str:

@@ -34,7 +34,7 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
 
-from ai_sandbox import git
+from ai_sandbox import git, spawn
 from ai_sandbox.errors import PolicyError
 from ai_sandbox.fs import below, write_atomic
 from ai_sandbox.paths import cache_dir, project_key, state_dir
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
     from ai_sandbox.layers.tree import Tree
 
-_LOCK_WAIT = 2.0  # seconds a launch waits for another git's index.lock before refusing
+LOCK_WAIT = 2.0  # seconds a launch waits for another git's index.lock before refusing
 _FEW = 16  # file masks looked up in the raw index without decoding it
 
 
@@ -226,7 +226,7 @@ def protect(env: Mapping[str, str], root: str, marks: Marks) -> None:
             live[str(os.getpid())] = {"start": _start_time(os.getpid()), "needs": needs}
         _save(path, owned, theirs, live, ids, gitdirs)
         try:
-            deadline = time.monotonic() + _LOCK_WAIT
+            deadline = time.monotonic() + LOCK_WAIT
             for tree, paths in todo.items():
                 update_index(env, tree, "--skip-worktree", paths, deadline)
         except PolicyError:  # no session runs: what was set stays recorded, for the next launch to clear
@@ -366,7 +366,7 @@ def _clear_unneeded(
     owned: dict[str, dict[str, str]],
     theirs: dict[str, dict[str, str]],
     keep: dict[str, set[str]],
-    wait: float = _LOCK_WAIT,
+    wait: float = LOCK_WAIT,
     moved: Mapping[str, str] | None = None,
     out: Cleared | None = None,
     ids: dict[str, str] | None = None,
@@ -656,20 +656,26 @@ def update_index(env: Mapping[str, str], tree: str, flag: str, paths: list[str],
     an agent that left an index.lock in each of many worktrees held every journal's lock for that many waits, and
     stalled every other launch (twelfth red team)."""
     data = b"".join(os.fsencode(p) + b"\0" for p in paths)
+    proc = write_index(env, tree, ["-z", flag, "--stdin"], data, deadline)
+    if proc.returncode != 0:
+        text = os.fsdecode(proc.stderr)
+        first = next((ln for ln in text.splitlines() if ln.strip()), "no message").removeprefix("fatal: ")
+        raise PolicyError(
+            f"cannot mark the hidden tracked files in {tree}'s git index: {first}",
+            "another git is running there (or left .git/index.lock behind), or a hidden file is in a merge "
+            "conflict (resolve it); retry then — without the mark, git inside would see the hidden files as "
+            "emptied",
+        )
+
+
+def write_index(env: Mapping[str, str], tree: str, args: list[str], data: bytes, deadline: float) -> spawn.Finished:
+    """`git update-index ARGS` with data on its stdin (git.index_write), run again while another git holds the
+    index.lock, until deadline (time.monotonic): git's last answer."""
     delay = 0.02
     while True:
-        proc = git.index_write(["update-index", "-z", flag, "--stdin"], tree, data, cache_dir(env))
-        if proc.returncode == 0:
-            return
-        text = os.fsdecode(proc.stderr)
-        if "index.lock" not in text or time.monotonic() > deadline:
-            first = next((ln for ln in text.splitlines() if ln.strip()), "no message").removeprefix("fatal: ")
-            raise PolicyError(
-                f"cannot mark the hidden tracked files in {tree}'s git index: {first}",
-                "another git is running there (or left .git/index.lock behind), or a hidden file is in a merge "
-                "conflict (resolve it); retry then — without the mark, git inside would see the hidden files as "
-                "emptied",
-            )
+        proc = git.index_write(["update-index", *args], tree, data, cache_dir(env))
+        if proc.returncode == 0 or b"index.lock" not in proc.stderr or time.monotonic() > deadline:
+            return proc
         time.sleep(delay)
         delay = min(delay * 2, 0.5)
 

@@ -174,8 +174,9 @@ GIT_ACTIONS = st.sampled_from(
         "git reset -q --hard",
         "git merge -q --ff-only feat",
         "echo '# edit' >> src/app.py && git update-index --assume-unchanged src/app.py",
-        # a copy of HEAD whose tree holds a staged edit, in HEAD's place (replacerefs.py)
-        "echo '# staged' >> src/app.py && git add src/app.py && tree=$(git write-tree) && "
+        # a copy of HEAD whose tree holds a staged edit, in HEAD's place (replacerefs.py); -f: src/ may be ignored,
+        # and git then stages the file and fails, which the control would not replay
+        "echo '# staged' >> src/app.py && git add -f src/app.py && tree=$(git write-tree) && "
         'git replace HEAD $(git cat-file commit HEAD | sed "1s/.*/tree $tree/" | git hash-object -t commit -w --stdin)',
     ]
 )

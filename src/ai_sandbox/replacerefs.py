@@ -65,6 +65,32 @@ def _may_hold(common: str) -> bool | None:
     return PREFIX.encode() in data
 
 
+# where git reads and writes the replace refs and their logs: a link on the way leads git's delete into another
+# repository (forty-ninth red team, F1: `.git/refs/replace` linked to another repository's `.git`, which the sandbox
+# could not write, and the end deleted every branch and tag there, then its emptied `refs/`)
+_WAY = ("refs", "refs/replace", "logs", "logs/refs", "logs/refs/replace", "packed-refs")
+
+
+def linked(tree: str) -> str | None:
+    """The first link on the way to the work tree's replace refs (or in their directories), or None."""
+    from ai_sandbox.git import git_dir_of
+    from ai_sandbox.gitsettings import common_dir
+
+    own = git_dir_of(tree)
+    common = common_dir(own) if own else ""
+    if not common or os.path.realpath(common) != os.path.abspath(common):
+        return common or tree
+    for rel in _WAY:
+        if os.path.islink(os.path.join(common, rel)):
+            return os.path.join(common, rel)
+    for top in ("refs/replace", "logs/refs/replace"):
+        for where, dirs, files in os.walk(os.path.join(common, top)):  # never into a link
+            for name in dirs + files:
+                if os.path.islink(os.path.join(where, name)):
+                    return os.path.join(where, name)
+    return None
+
+
 def added(before: Refs, now: Refs) -> Refs:
     """The refs of now that before did not hold with that object: the session's."""
     return {name: oid for name, oid in now.items() if before.get(name) != oid}
@@ -84,6 +110,14 @@ def remove(tree: str, refs: Refs, before: Refs) -> None:
     names = sorted(refs)
     shown = ", ".join(_shown(n, refs[n], before.get(n)) for n in names[:3])
     shown += f" and {len(names) - 3} more" if len(names) > 3 else ""
+    link = linked(tree)
+    if link is not None:
+        say_line(
+            f"did not remove the git replace refs the session made in {tree}: {link} is a link, which would lead "
+            f"git's delete elsewhere (another repository's refs); remove the link, then `git replace -l` lists what "
+            f"is left: {shown}"
+        )
+        return
     data = b"".join(b"delete " + os.fsencode(n) + b"\0" + refs[n].encode() + b"\0" for n in names)
     try:
         proc = _run(["update-ref", "--no-deref", "-z", "--stdin"], tree, stdin=data, timeout=QUICK)
@@ -91,7 +125,7 @@ def remove(tree: str, refs: Refs, before: Refs) -> None:
     except Exception as e:  # never a traceback: the session is over, this is the user's one chance to hear of it
         ok, why = False, [type(e).__name__]
     first = names[0]
-    again = f"`git replace -f {first[len(PREFIX) :]} {refs[first]}`"
+    again = f"`git replace -f {first[len(PREFIX) :]} {before.get(first) or refs[first]}`"
     if ok:
         say_line(
             f"removed the git replace refs the session made in {tree}, which put other objects in place of yours in "
@@ -107,4 +141,4 @@ def remove(tree: str, refs: Refs, before: Refs) -> None:
 
 
 def _shown(name: str, oid: str, was: str | None) -> str:
-    return f"{name} ({oid[:12]}" + (f"; it named {was[:12]} at the launch)" if was else ")")
+    return f"{name} ({oid[:12]}" + (f"; it named {was} at the launch)" if was else ")")

@@ -781,3 +781,37 @@ def test_what_the_git_directory_info_files_add_does_not_outlive_the_session(ws, 
     assert len(said) == 1, res.err
     if name == "attributes":
         assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == [" M v.py"]
+
+
+@pytest.mark.parametrize("link", ["refs", "logs"])
+def test_a_link_on_the_way_to_the_replace_refs_never_leads_the_end_into_another_repository(ws, link):
+    """Forty-ninth red team, F1: the session linked `.git/refs/replace` to another repository's `.git` (which it
+    cannot write) and named its objects in `objects/info/alternates`: git listed that repository's branches and tags
+    as replace refs, and the end deleted them all through the link, then its emptied `refs/`. logs: a real replace
+    ref, its log directory linked to the other repository's branch logs, whose `main` log went with it. Now a link
+    on the way is named, and nothing is deleted."""
+    _repo(ws)
+    victim = ws.home / "victim"
+    victim.mkdir()
+    ws.git("init", "-q", "-b", "main", cwd=victim)
+    ws.git("commit", "-q", "--allow-empty", "-m", "theirs", cwd=victim)
+    ws.git("branch", "keep", cwd=victim)
+    ws.git("tag", "v1", cwd=victim)
+    if ws.user:
+        chown_tree(victim, ws.user)
+    plant = {
+        "refs": f"echo {victim}/.git/objects > .git/objects/info/alternates && ln -s {victim}/.git .git/refs/replace",
+        "logs": f"mkdir -p .git/logs/refs && ln -s {victim}/.git/logs/refs/heads .git/logs/refs/replace && "
+        "mkdir -p .git/refs/replace && git rev-parse HEAD > .git/refs/replace/main",
+    }[link]
+    res = ws.run("--", "sh", "-c", plant + " && echo done")
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
+    refs = subprocess.run(
+        ["git", "-c", "safe.directory=*", "-C", str(victim), "for-each-ref", "--format=%(refname)"],
+        capture_output=True,
+        text=True,
+    )
+    assert refs.stdout.split() == ["refs/heads/keep", "refs/heads/main", "refs/tags/v1"], refs
+    assert (victim / ".git" / "logs" / "refs" / "heads" / "main").is_file()
+    said = [line for line in res.err.splitlines() if "did not remove the git replace refs" in line]
+    assert len(said) == 1 and "is a link" in said[0], res.err

@@ -275,6 +275,7 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
     from ai_sandbox import git
     from ai_sandbox.errors import PolicyError
     from ai_sandbox.gitsettings import index_look
+    from ai_sandbox.replacerefs import undo
     from ai_sandbox.skipworktree import LOCK_WAIT, gitdir_id, owned_marks, say_line, tree_id
 
     moved = held.now() if held else {}
@@ -287,7 +288,7 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
         if where is None or (lk.gitdir and gitdir_id(where) != lk.gitdir):
             continue  # gone, or another repository in its place: nothing of this index is reachable there
         try:
-            _replaced(lk, where)
+            undo(where, lk.replaced)
         except (PolicyError, OSError, ValueError) as e:
             say_line(f"could not look for the replace refs the session made in {where}: {_why(e)}")
         shared = _shared(where)
@@ -319,27 +320,6 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             present = {p: os.path.lexists(os.path.join(where, p)) for p, e in now.items() if e.tag != b"H"}
             found = compare(marked(lk.listing), now, present, ours.get(lk.tree, set()) | ours.get(where, set()))
             _apply(env, where, found, deadline)
-
-
-def _replaced(lk: Look, where: str) -> None:
-    """Remove the replace refs the session added to the work tree's repository (replacerefs.py). Where the launch
-    could not list them, those there now are named, not removed."""
-    from ai_sandbox.replacerefs import added, listed, remove
-    from ai_sandbox.skipworktree import say_line
-
-    now = listed(where)
-    if lk.replaced is None:
-        if now != {}:
-            say_line(
-                f"git could not list the replace refs in {where} at the launch, so those the session made cannot be "
-                "told: `git replace -l` lists them, each puts another object in place of one of yours"
-            )
-        return
-    if now is None:
-        say_line(f"git could not list the replace refs in {where} after the session: `git replace -l` lists them")
-        return
-    if new := added(lk.replaced, now):
-        remove(where, new, lk.replaced)
 
 
 def _then(lk: Look, where: str) -> bytes | None:

@@ -20,20 +20,27 @@ _PACKED_LIMIT = 256 << 20  # bytes of packed-refs read for the quick look; a lar
 Refs = dict[str, str]  # ref name -> object id
 
 
-def listed(tree: str) -> Refs | None:
-    """The replace refs of the work tree's repository as git reads them; None when git cannot list them."""
-    from ai_sandbox.errors import SandboxError
-    from ai_sandbox.git import QUICK, git_dir_of
-    from ai_sandbox.git.run import _run
+def _common(tree: str) -> str:
+    """The git directory that holds the work tree's refs ("" where git finds none)."""
+    from ai_sandbox.git import git_dir_of
     from ai_sandbox.gitsettings import common_dir
 
     own = git_dir_of(tree)
-    may = _may_hold(common_dir(own)) if own else True
+    return common_dir(own) if own else ""
+
+
+def listed(tree: str) -> Refs | None:
+    """The replace refs of the work tree's repository as git reads them; None when git cannot list them."""
+    from ai_sandbox.errors import SandboxError
+    from ai_sandbox.git import QUICK
+    from ai_sandbox.git.run import _run
+
+    common = _common(tree)
+    may = _may_hold(common) if common else True
     if may is None:
         return None
     if not may:
         return {}
-
     try:
         proc = _run(["for-each-ref", "--format=%(refname)%00%(objectname)", PREFIX], tree, timeout=QUICK)
     except SandboxError:  # git timed out (a FIFO the session put in its config): said by the caller
@@ -73,11 +80,7 @@ _WAY = ("refs", "refs/replace", "logs", "logs/refs", "logs/refs/replace", "packe
 
 def linked(tree: str) -> str | None:
     """The first link on the way to the work tree's replace refs (or in their directories), or None."""
-    from ai_sandbox.git import git_dir_of
-    from ai_sandbox.gitsettings import common_dir
-
-    own = git_dir_of(tree)
-    common = common_dir(own) if own else ""
+    common = _common(tree)
     if not common or os.path.realpath(common) != os.path.abspath(common):
         return common or tree
     for rel in _WAY:
@@ -89,6 +92,26 @@ def linked(tree: str) -> str | None:
                 if os.path.islink(os.path.join(where, name)):
                     return os.path.join(where, name)
     return None
+
+
+def undo(tree: str, before: Refs | None) -> None:
+    """At the session's end: remove the replace refs the session added to the work tree's repository (before: the
+    launch's listing). Where the launch could not list them, those there now are named, not removed."""
+    from ai_sandbox.skipworktree import say_line
+
+    now = listed(tree)
+    if before is None:
+        if now != {}:
+            say_line(
+                f"git could not list the replace refs in {tree} at the launch, so those the session made cannot be "
+                "told: `git replace -l` lists them, each puts another object in place of one of yours"
+            )
+        return
+    if now is None:
+        say_line(f"git could not list the replace refs in {tree} after the session: `git replace -l` lists them")
+        return
+    if new := added(before, now):
+        remove(tree, new, before)
 
 
 def added(before: Refs, now: Refs) -> Refs:

@@ -14,7 +14,8 @@ Looked at: the config files git reads for this checkout and the repositories in 
 worktree's `config.worktree`, each submodule's wherever the index points, the files they include at the launch:
 an include into the work tree is writable inside), and the files that point git elsewhere (`commondir` in any
 git directory, a linked worktree's `.git` file, git's old `remotes/` files), and those of info/ that change what git
-shows without a trace in `git status` (grafts, attributes). A file the session replaced by
+shows without a trace in `git status` (grafts, attributes), and `objects/info/alternates` (another object
+directory: a forged commit-graph there hid an edit as one in the repository's did, forty-ninth red team F2). A file the session replaced by
 something that is not a regular file, made unreadable to git, larger than LIMIT or given more than MAX_KEYS
 settings is put back whole, the session's one moved aside beside it. Nothing is read through a link the session
 made, nor written through one. The hooks the session put in a git directory it made (a submodule it added, whose
@@ -449,12 +450,14 @@ def _pointer_paths(common: str, own: str) -> list[str]:
     """The files that point git elsewhere for its common directory or a remote: `commondir` in any git directory
     (git reads it in every one, not only a linked worktree's: twenty-fourth red team), and git's old
     `remotes/<name>` and `branches/<name>` files, which name a URL without the config. And the files of info/ that
-    change what git shows of the repository without a trace in `git status` (_INFO)."""
+    change what git shows of the repository without a trace in `git status` (_INFO), and `objects/info/alternates`."""
     modules = submodule_dirs(os.path.join(common, "modules"), 0)
     out = [os.path.join(own or common, "commondir")]
     out += [os.path.join(d, "commondir") for d in _subdirs(os.path.join(common, "worktrees"))]
     out += [os.path.join(m, "commondir") for m in modules]
     out += [os.path.join(g, "info", name) for g in (common, *modules) for name in _INFO]
+    # another object directory, whose commit-graph git reads first when the repository's has none (commitgraph.py)
+    out += [os.path.join(g, "objects", "info", "alternates") for g in (common, *modules)]
     for legacy in ("remotes", "branches"):
         with contextlib.suppress(OSError):
             out += sorted(e.path for e in os.scandir(os.path.join(common, legacy)) if not e.is_dir())

@@ -38,6 +38,7 @@ from ai_sandbox.records import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ai_sandbox.commitgraph import Graphs
     from ai_sandbox.layers.tree import Tree
     from ai_sandbox.skipworktree import Held
 
@@ -64,23 +65,26 @@ class Look:
     then: bytes | None  # the index file's bytes as the launch read them (b"": none there; None: not read)
     shared: frozenset[tuple[str, int, int]]  # a split index's shared files then: (name, inode, change time)
     replaced: dict[str, str] | None  # the repository's replace refs then (replacerefs.py); None: git could not say
+    graphs: Graphs | None  # the repository's commit-graph files then (commitgraph.py)
 
 
 def look(root: str, trees: Iterable[Tree]) -> list[Look]:
     """The launch's look at every work tree it scanned: a copy of its index file and a few stat calls each, no git."""
+    from ai_sandbox import commitgraph
     from ai_sandbox.git import git_dir_of
-    from ai_sandbox.gitsettings import index_look
+    from ai_sandbox.gitsettings import common_dir, index_look
     from ai_sandbox.replacerefs import listed
     from ai_sandbox.skipworktree import gitdir_id, tree_id
 
     out = []
     for t in trees:
         path = os.path.join(root, t.prefix).rstrip("/") or "/"
-        then = _read(os.path.join(git_dir_of(path) or os.path.join(path, ".git"), "index"))
+        own = git_dir_of(path)
+        then = _read(os.path.join(own or os.path.join(path, ".git"), "index"))
         refs = listed(path)
-        out.append(
-            Look(path, t.scan._index, tree_id(path), gitdir_id(path), index_look(path), then, _shared(path), refs)
-        )
+        graphs = commitgraph.look(common_dir(own), root) if own else None
+        ident, gitdir = tree_id(path), gitdir_id(path)
+        out.append(Look(path, t.scan._index, ident, gitdir, index_look(path), then, _shared(path), refs, graphs))
     return out
 
 
@@ -272,7 +276,7 @@ def clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | Non
 
 
 def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | None) -> None:
-    from ai_sandbox import git
+    from ai_sandbox import commitgraph, git
     from ai_sandbox.errors import PolicyError
     from ai_sandbox.gitsettings import index_look
     from ai_sandbox.replacerefs import undo
@@ -281,6 +285,7 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
     moved = held.now() if held else {}
     deadline = time.monotonic() + LOCK_WAIT  # for every tree's index.lock together (skipworktree.write_index)
     todo: list[tuple[Look, str, dict[str, Entry]]] = []
+    graphs: set[str] = set()  # object directories looked at (a repository's worktrees share one)
     for lk in looks:
         where = moved.get(lk.tree)
         if where is None:
@@ -291,6 +296,10 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             undo(where, lk.replaced)
         except (PolicyError, OSError, ValueError) as e:
             say_line(f"could not look for the replace refs the session made in {where}: {_why(e)}")
+        try:
+            commitgraph.undo(lk.graphs, lk.tree, where, graphs)
+        except (OSError, ValueError) as e:
+            say_line(f"could not look for the commit-graph files the session changed in {where}: {_why(e)}")
         shared = _shared(where)
         if where == lk.tree and index_look(where) == lk.index and shared == lk.shared:
             continue  # the index file was not written, nor a split index's shared part

@@ -815,3 +815,64 @@ def test_a_link_on_the_way_to_the_replace_refs_never_leads_the_end_into_another_
     assert (victim / ".git" / "logs" / "refs" / "heads" / "main").is_file()
     said = [line for line in res.err.splitlines() if "did not remove the git replace refs" in line]
     assert len(said) == 1 and "is a link" in said[0], res.err
+
+
+# Each commit-graph file named: HEAD's tree in it becomes the index's (the session's staged edit), its checksum made
+# anew. git takes a commit's tree from the graph without reading the commit (forty-ninth red team, F2).
+FORGE = r"""
+import hashlib, os, subprocess, sys
+git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True, check=True).stdout.strip()
+old, new = bytes.fromhex(git("rev-parse", "HEAD^{tree}")), bytes.fromhex(git("write-tree"))
+for path in sys.argv[1:]:
+    data = bytearray(open(path, "rb").read())
+    i = data.find(old)
+    assert i > 0, path
+    data[i : i + len(old)] = new
+    data[-20:] = hashlib.sha1(bytes(data[:-20])).digest()
+    os.chmod(path, 0o644)
+    open(path, "wb").write(data)
+"""
+GRAPH = ".git/objects/info/commit-graph"
+GRAPHS = {  # how the session writes the graph it forges, and where it lies
+    "file": f'git commit-graph write --reachable && python3 -c "$FORGE" {GRAPH}',
+    "chain": 'git commit-graph write --reachable --split && python3 -c "$FORGE" .git/objects/info/commit-graphs/*.graph',
+    # in an object directory of its own, which alternates names: git reads the first graph it finds
+    "alternates": f"git commit-graph write --reachable && mkdir -p .o/info && mv {GRAPH} .o/info/ && "
+    'echo "$PWD/.o" > .git/objects/info/alternates && python3 -c "$FORGE" .o/info/commit-graph',
+    # commit-graphs/ a link to a directory of the session's in the git directory
+    "link": "mkdir .git/g && ln -s ../../g .git/objects/info/commit-graphs && git commit-graph write --reachable "
+    '--split && python3 -c "$FORGE" .git/g/*.graph',
+}
+
+
+@pytest.mark.parametrize("how", list(GRAPHS))
+def test_a_forged_commit_graph_does_not_hide_a_staged_edit_after_the_session(ws, how):
+    """Forty-ninth red team, F2: a commit-graph (git's cache of the commits, which it trusts without reading them)
+    naming the index's tree as HEAD's hid the session's staged edit from the user's `git status` and `git diff HEAD`,
+    and their `commit -a` carried it; so did one in an object directory the session named in
+    `objects/info/alternates`. The end removes the graph files that changed during the session, and says so; the
+    alternates file is put back as the launch found it."""
+    _repo(ws)
+    script = f"echo evil >> a.txt && git add a.txt && {GRAPHS[how]} && git status --porcelain -uno && echo done"
+    res = ws.run("--", "sh", "-c", script, env={"FORGE": FORGE})
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)  # inside, git shows nothing staged
+    assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == ["M  a.txt"], res.err
+    assert "+evil" in _outside_git(ws, "diff", "HEAD").stdout
+    said = [line for line in res.err.splitlines() if ("commit-graph" if how != "alternates" else "alternates") in line]
+    assert len(said) == 1, res.err
+    assert _outside_git(ws, "commit-graph", "verify").returncode == 0  # what is left, if anything, is git's own
+
+
+def test_a_commit_graph_behind_a_link_the_session_made_is_named_not_followed(ws):
+    """The same forgery with `.git/objects/info` swapped for a link to a directory of the session's: the end never
+    removes anything through a link (it may lead into another repository: forty-ninth red team, F1), and names it."""
+    _repo(ws)
+    script = (
+        "echo evil >> a.txt && git add a.txt && mv .git/objects/info .git/objects/i2 && ln -s i2 .git/objects/info && "
+        f"{GRAPHS['file']} && git status --porcelain -uno && echo done"
+    )
+    res = ws.run("--", "sh", "-c", script, env={"FORGE": FORGE})
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
+    assert (ws.repo / ".git" / "objects" / "i2" / "commit-graph").is_file()
+    said = [line for line in res.err.splitlines() if "commit-graph" in line]
+    assert len(said) == 1 and "is a link" in said[0] and "objects/info" in said[0], res.err

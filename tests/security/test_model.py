@@ -90,6 +90,15 @@ if op == "mv":  # the directories made for b are removed if the rename fails (mv
         for d in made:
             os.rmdir(d)
         raise
+elif op == "graph":  # HEAD's tree in the commit-graph at a becomes b's (the index's): git then takes it for HEAD's
+    import hashlib, subprocess
+    old = subprocess.run(["git", "rev-parse", "HEAD^{tree}"], capture_output=True, text=True, check=True).stdout
+    data = bytearray(open(a, "rb").read())
+    i = data.find(bytes.fromhex(old.strip()))
+    data[i : i + 20] = bytes.fromhex(b)
+    data[-20:] = hashlib.sha1(bytes(data[:-20])).digest()
+    os.chmod(a, 0o644)
+    open(a, "wb").write(data)
 else:
     libc = ctypes.CDLL(None, use_errno=True)
     sys.exit(0 if libc.renameat2(-100, a.encode(), -100, b.encode(), 2) == 0 else 1)  # RENAME_EXCHANGE
@@ -178,6 +187,9 @@ GIT_ACTIONS = st.sampled_from(
         # and git then stages the file and fails, which the control would not replay
         "echo '# staged' >> src/app.py && git add -f src/app.py && tree=$(git write-tree) && "
         'git replace HEAD $(git cat-file commit HEAD | sed "1s/.*/tree $tree/" | git hash-object -t commit -w --stdin)',
+        # the same in a commit-graph (commitgraph.py): git takes HEAD's tree from there without reading HEAD
+        "echo '# graph' >> src/app.py && git add -f src/app.py && git commit-graph write --reachable && "
+        "python3 $OUT/../fsop.py graph .git/objects/info/commit-graph $(git write-tree)",
     ]
 )
 SESSIONS = st.tuples(
@@ -424,6 +436,8 @@ class World:
                 self.users_clear(line)
             if "removed the git replace refs the session made in " in line:
                 self.users_unreplace(line)
+            if "removed the commit-graph files that changed during the session in " in line:
+                self.users_ungraph(line)
             if "cleared git's skip-worktree mark of" not in line:
                 continue
             names, _, tree = line.split(" mark of ", 1)[1].partition(" in ")
@@ -461,6 +475,14 @@ class World:
                 check=True,
                 capture_output=True,
             )
+
+    def users_ungraph(self, line: str) -> None:
+        """The control's side of the line naming the commit-graph files removed (commitgraph.py): the same files
+        removed by hand (`removed the commit-graph files … in OBJECTS/info (NAME, NAME): …`)."""
+        info, _, rest = line.split(" during the session in ", 1)[1].partition(" (")
+        there = self.control / os.path.relpath(info, os.path.realpath(self.base))
+        for name in rest.split("): ", 1)[0].split(", "):
+            (there / name).unlink()
 
     def hidden(self, where: str) -> list[str]:
         """The paths in the project a launch from where hides (`explain --json`): what git inside cannot see."""
@@ -533,6 +555,7 @@ class World:
             "HEAD": git("rev-parse", "--abbrev-ref", "HEAD") + git("rev-parse", "HEAD"),
             "index": git("ls-files", "-s", "-t", "-v"),
             "replace refs": git("for-each-ref", "refs/replace/"),
+            "commit-graph": git("commit-graph", "verify"),
             "status": git("status", "--porcelain"),
             "clone": git("rev-parse", "HEAD", where=clone) + git("ls-files", "-s", "-t", "-v", where=clone),
             "worktree": git("rev-parse", "HEAD", where=wt)
@@ -594,6 +617,7 @@ class Sessions(RuleBasedStateMachine):
         c = w.control
         theirs = w.state(c / "repo", c / "home", c / "out", w.worktree(c))
         assert mine["replace refs"] == "", f"a replace ref outlived the session:\n{mine['replace refs']}\n{w.said}"
+        assert "[exit" not in str(mine["commit-graph"]), f"a forged commit-graph outlived the session:\n{w.said}"
         for key in mine:
             assert mine[key] == theirs[key], f"{w.said}\n{key} differs from the control after {actions} (done: {done})"
 

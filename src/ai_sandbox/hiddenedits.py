@@ -66,6 +66,7 @@ class Look:
     shared: frozenset[tuple[str, int, int]]  # a split index's shared files then: (name, inode, change time)
     replaced: dict[str, str] | None  # the repository's replace refs then (replacerefs.py); None: git could not say
     graphs: Graphs | None  # the repository's commit-graph files then (commitgraph.py)
+    since: int  # when the launch looked (time.time_ns): a lock file made after it is the session's (replacerefs.py)
 
 
 def look(root: str, trees: Iterable[Tree]) -> list[Look]:
@@ -77,6 +78,7 @@ def look(root: str, trees: Iterable[Tree]) -> list[Look]:
     from ai_sandbox.skipworktree import gitdir_id, tree_id
 
     out = []
+    since = time.time_ns() - 10_000_000  # a file's ctime is the kernel's coarse clock: up to a tick behind
     for t in trees:
         path = os.path.join(root, t.prefix).rstrip("/") or "/"
         own = git_dir_of(path)
@@ -84,7 +86,8 @@ def look(root: str, trees: Iterable[Tree]) -> list[Look]:
         refs = listed(path)
         graphs = commitgraph.look(common_dir(own), root) if own else None
         ident, gitdir = tree_id(path), gitdir_id(path)
-        out.append(Look(path, t.scan._index, ident, gitdir, index_look(path), then, _shared(path), refs, graphs))
+        index, shared = index_look(path), _shared(path)
+        out.append(Look(path, t.scan._index, ident, gitdir, index, then, shared, refs, graphs, since))
     return out
 
 
@@ -293,7 +296,7 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
         if where is None or (lk.gitdir and gitdir_id(where) != lk.gitdir):
             continue  # gone, or another repository in its place: nothing of this index is reachable there
         try:
-            undo(where, lk.replaced)
+            undo(where, lk.replaced, lk.since)
         except (PolicyError, OSError, ValueError) as e:
             say_line(f"could not look for the replace refs the session made in {where}: {_why(e)}")
         try:

@@ -13,6 +13,7 @@ read). Elsewhere git lists them, at the launch and at the end. Only git's own na
 from __future__ import annotations
 
 import os
+import stat
 
 PREFIX = "refs/replace/"
 _PACKED_LIMIT = 256 << 20  # bytes of packed-refs read for the quick look; a larger one is left to git
@@ -94,9 +95,10 @@ def linked(tree: str) -> str | None:
     return None
 
 
-def undo(tree: str, before: Refs | None) -> None:
+def undo(tree: str, before: Refs | None, since: int = 0) -> None:
     """At the session's end: remove the replace refs the session added to the work tree's repository (before: the
-    launch's listing). Where the launch could not list them, those there now are named, not removed."""
+    launch's listing; since: the launch's time, ns). Where the launch could not list them, those there now are
+    named, not removed."""
     from ai_sandbox.skipworktree import say_line
 
     now = listed(tree)
@@ -111,7 +113,7 @@ def undo(tree: str, before: Refs | None) -> None:
         say_line(f"git could not list the replace refs in {tree} after the session: `git replace -l` lists them")
         return
     if new := added(before, now):
-        remove(tree, new, before)
+        remove(tree, new, before, since)
 
 
 def added(before: Refs, now: Refs) -> Refs:
@@ -119,11 +121,13 @@ def added(before: Refs, now: Refs) -> Refs:
     return {name: oid for name, oid in now.items() if before.get(name) != oid}
 
 
-def remove(tree: str, refs: Refs, before: Refs) -> None:
+def remove(tree: str, refs: Refs, before: Refs, since: int = 0) -> None:
     """Delete refs (each only while it still names the object it named: one `update-ref` transaction; a symbolic one
     itself, never the branch it names, which a plain `update-ref -d` deletes: measured) and say so in
     one line (before: the refs at the launch; one the session changed is removed too, and the line says what it
-    named). Never raises."""
+    named). A lock file made since the launch (since, ns; 0: none is taken for the session's) that is still there
+    once git gave up on it is the session's (none of its processes is left: forty-ninth red team, F4): removed, and
+    the delete tried once more. Never raises."""
     import shlex
 
     from ai_sandbox.git import QUICK
@@ -142,18 +146,23 @@ def remove(tree: str, refs: Refs, before: Refs) -> None:
         )
         return
     data = b"".join(b"delete " + os.fsencode(n) + b"\0" + refs[n].encode() + b"\0" for n in names)
-    try:
-        proc = _run(["update-ref", "--no-deref", "-z", "--stdin"], tree, stdin=data, timeout=QUICK)
-        ok, why = proc.returncode == 0, os.fsdecode(proc.stderr).strip().splitlines()[:1]
-    except Exception as e:  # never a traceback: the session is over, this is the user's one chance to hear of it
-        ok, why = False, [type(e).__name__]
+    unlocked: list[str] = []
+    for attempt in range(2):
+        try:
+            proc = _run(["update-ref", "--no-deref", "-z", "--stdin"], tree, stdin=data, timeout=QUICK)
+            ok, why = proc.returncode == 0, os.fsdecode(proc.stderr).strip().splitlines()[:1]
+        except Exception as e:  # never a traceback: the session is over, this is the user's one chance to hear of it
+            ok, why = False, [type(e).__name__]
+        if ok or attempt or not since or not (unlocked := _unlock(_common(tree), names, since)):
+            break
     first = names[0]
     again = f"`git replace -f {first[len(PREFIX) :]} {before.get(first) or refs[first]}`"
     if ok:
+        locks = f" (and the lock files it left, which kept git from it: {', '.join(unlocked)})" if unlocked else ""
         say_line(
-            f"removed the git replace refs the session made in {tree}, which put other objects in place of yours in "
-            f"every git command (they can hide its edits from `git status`, `git diff` and `git commit -a`): {shown}; "
-            f"{again} sets one again if you meant it"
+            f"removed the git replace refs the session made in {tree}{locks}, which put other objects in place of "
+            f"yours in every git command (they can hide its edits from `git status`, `git diff` and `git commit -a`): "
+            f"{shown}; {again} sets one again if you meant it"
         )
     else:
         say_line(
@@ -161,6 +170,22 @@ def remove(tree: str, refs: Refs, before: Refs) -> None:
             f"can hide its edits from `git status` and `git diff`: {shown}; `git -C {shlex.quote(tree)} replace -d "
             "OBJECT` removes one, `git replace -l` lists them"
         )
+
+
+def _unlock(common: str, names: list[str], since: int) -> list[str]:
+    """Remove the lock files git takes to delete these refs (packed-refs.lock, <ref>.lock) that were made since the
+    launch and are regular files (the caller checked no link lies on the way: linked); the names removed."""
+    out = []
+    for rel in ("packed-refs.lock", *(f"{n}.lock" for n in names)):
+        path = os.path.join(common, rel)
+        try:
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_ctime_ns >= since:
+                os.unlink(path)
+                out.append(rel)
+        except OSError:
+            continue
+    return out
 
 
 def _shown(name: str, oid: str, was: str | None) -> str:

@@ -749,6 +749,25 @@ def test_a_replace_ref_that_hides_a_staged_edit_does_not_outlive_the_session(ws,
     assert len(said) == 1 and f"refs/replace/{head}" in said[0] and blob not in said[0], res.err
 
 
+@pytest.mark.parametrize("lock", ["packed-refs.lock", "refs/replace/$head.lock"])
+def test_a_lock_file_the_session_left_does_not_keep_its_replace_ref(ws, lock):
+    """Forty-ninth red team, F4: the session left `.git/packed-refs.lock` (or the lock of its replace ref) behind, and
+    the end's delete failed on it (git waits a second for a lock, then gives up): the replace ref hiding the staged
+    edit stayed. A lock file made during the session, still there once git gave up, is the session's (none of its
+    processes is left): removed, and the delete done."""
+    _repo(ws)
+    script = (
+        f"echo evil >> a.txt && git add a.txt && {COPY_OF_HEAD} && git replace HEAD $copy && head=$(git rev-parse HEAD)"
+    )
+    res = ws.run("--", "sh", "-c", f"{script} && touch .git/{lock} && echo done")
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
+    assert _outside_git(ws, "replace", "-l").stdout.split() == [], res.err
+    assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == ["M  a.txt"]
+    assert not [p for p in (ws.repo / ".git").rglob("*.lock")], res.err
+    said = [line for line in res.err.splitlines() if "replace" in line]
+    assert len(said) == 1 and "removed the git replace refs" in said[0] and ".lock" in said[0], res.err
+
+
 # In v.py as checked out with `ident`, the blob's id between `$Id: ` and ` $` becomes code of the same size
 IDENT = r"""
 import re

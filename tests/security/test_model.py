@@ -130,7 +130,10 @@ CROSS_ACTIONS = st.sampled_from(
         # the eighth's: the clone carried out of the project (a launch "from the clone" then starts there)
         "python3 $OUT/../fsop.py mv $REPO/lib $OUT/lib3",
         # the forty-fifth's F3: an edit hidden from git by a mark the session sets (the end clears it and says so)
-        "cd $REPO/lib && echo '# edit' >> app.py && git update-index --skip-worktree app.py",
+        # the clone's own file, only while it is the clone's (after `mv lib lib2 && mkdir lib`, lib/app.py would be a
+        # new file of the project's, which git cannot mark: the echo would have written it all the same, unreplayed)
+        "cd $REPO/lib && git ls-files --error-unmatch app.py >/dev/null && echo '# edit' >> app.py && "
+        "git update-index --skip-worktree app.py",
     ]
 )
 FS_ACTIONS = st.one_of(
@@ -192,6 +195,10 @@ GIT_ACTIONS = st.sampled_from(
         "python3 $OUT/../fsop.py graph .git/objects/info/commit-graph $(git write-tree)",
     ]
 )
+# What the end undoes in the repositories of the launch's project only (replacerefs.py, commitgraph.py): a session
+# launched from the nested clone, with writes unconfined as here, can write the project's repository too, which
+# that launch did not look at (a documented gap; with containment on, the project is read-only to it).
+PROJECT_ONLY = [a for a in GIT_ACTIONS.elements if "git replace" in a or "commit-graph" in a]
 SESSIONS = st.tuples(
     st.lists(FS_ACTIONS, max_size=2),
     st.lists(GIT_ACTIONS, max_size=2),
@@ -587,6 +594,8 @@ class Sessions(RuleBasedStateMachine):
     @precondition(lambda self: not (self.refused or self.stopped))
     @rule(actions=SESSIONS, where=WHERE)
     def session(self, actions: list[str], where: str) -> None:
+        if where == "lib":  # the project's repository is not the clone's launch's: its end looks at the clone's only
+            actions = [a for a in actions if a not in PROJECT_ONLY]
         self.play(actions, where)
 
     def play(self, actions: list[str], where: str) -> None:

@@ -92,3 +92,24 @@ def test_removing_a_symbolic_replace_ref_leaves_the_branch_it_names(repo, capsys
     assert listed(str(repo)) == {}
     line = capsys.readouterr().err
     assert line.startswith("ai-sandbox: removed the git replace refs") and f"refs/replace/{head}" in line, line
+
+
+def test_only_a_lock_file_made_since_the_launch_is_taken_for_the_sessions(repo, capsys):
+    """A lock left before the launch (yours, or a crashed git's) stays, and so the delete fails and says so; one made
+    since is removed and the delete done (forty-ninth red team, F4)."""
+    import time
+
+    from ai_sandbox.replacerefs import remove
+
+    head = _git(repo, "rev-parse", "HEAD")
+    other = _git(repo, "commit-tree", _git(repo, "write-tree"), "-m", "copy")
+    _git(repo, "replace", head, other)
+    lock = repo / ".git" / "packed-refs.lock"
+    lock.write_text("")
+    since = time.time_ns() + 10_000_000_000  # the launch came after the lock
+    remove(str(repo), {f"refs/replace/{head}": other}, {}, since)
+    assert "could not remove" in capsys.readouterr().err and lock.exists()
+    remove(str(repo), {f"refs/replace/{head}": other}, {}, since - 20_000_000_000)
+    said = capsys.readouterr().err
+    assert "removed the git replace refs" in said and "packed-refs.lock" in said, said
+    assert not lock.exists() and listed(str(repo)) == {}

@@ -838,7 +838,7 @@ def test_a_link_on_the_way_to_the_replace_refs_never_leads_the_end_into_another_
 
 # Each commit-graph file named: HEAD's tree in it becomes the index's (the session's staged edit), its checksum made
 # anew. git takes a commit's tree from the graph without reading the commit (forty-ninth red team, F2).
-FORGE = r"""
+FORGE_GRAPH = r"""
 import hashlib, os, subprocess, sys
 git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True, check=True).stdout.strip()
 old, new = bytes.fromhex(git("rev-parse", "HEAD^{tree}")), bytes.fromhex(git("write-tree"))
@@ -853,14 +853,14 @@ for path in sys.argv[1:]:
 """
 GRAPH = ".git/objects/info/commit-graph"
 GRAPHS = {  # how the session writes the graph it forges, and where it lies
-    "file": f'git commit-graph write --reachable && python3 -c "$FORGE" {GRAPH}',
-    "chain": 'git commit-graph write --reachable --split && python3 -c "$FORGE" .git/objects/info/commit-graphs/*.graph',
+    "file": f'git commit-graph write --reachable && python3 -c "$FORGE_GRAPH" {GRAPH}',
+    "chain": 'git commit-graph write --reachable --split && python3 -c "$FORGE_GRAPH" .git/objects/info/commit-graphs/*.graph',
     # in an object directory of its own, which alternates names: git reads the first graph it finds
     "alternates": f"git commit-graph write --reachable && mkdir -p .o/info && mv {GRAPH} .o/info/ && "
-    'echo "$PWD/.o" > .git/objects/info/alternates && python3 -c "$FORGE" .o/info/commit-graph',
+    'echo "$PWD/.o" > .git/objects/info/alternates && python3 -c "$FORGE_GRAPH" .o/info/commit-graph',
     # commit-graphs/ a link to a directory of the session's in the git directory
     "link": "mkdir .git/g && ln -s ../../g .git/objects/info/commit-graphs && git commit-graph write --reachable "
-    '--split && python3 -c "$FORGE" .git/g/*.graph',
+    '--split && python3 -c "$FORGE_GRAPH" .git/g/*.graph',
 }
 
 
@@ -873,7 +873,7 @@ def test_a_forged_commit_graph_does_not_hide_a_staged_edit_after_the_session(ws,
     alternates file is put back as the launch found it."""
     _repo(ws)
     script = f"echo evil >> a.txt && git add a.txt && {GRAPHS[how]} && git status --porcelain -uno && echo done"
-    res = ws.run("--", "sh", "-c", script, env={"FORGE": FORGE})
+    res = ws.run("--", "sh", "-c", script, env={"FORGE_GRAPH": FORGE_GRAPH})
     assert res.rc == 0 and res.out == "done\n", (res.out, res.err)  # inside, git shows nothing staged
     assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == ["M  a.txt"], res.err
     assert "+evil" in _outside_git(ws, "diff", "HEAD").stdout
@@ -890,7 +890,7 @@ def test_a_commit_graph_behind_a_link_the_session_made_is_named_not_followed(ws)
         "echo evil >> a.txt && git add a.txt && mv .git/objects/info .git/objects/i2 && ln -s i2 .git/objects/info && "
         f"{GRAPHS['file']} && git status --porcelain -uno && echo done"
     )
-    res = ws.run("--", "sh", "-c", script, env={"FORGE": FORGE})
+    res = ws.run("--", "sh", "-c", script, env={"FORGE_GRAPH": FORGE_GRAPH})
     assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
     assert (ws.repo / ".git" / "objects" / "i2" / "commit-graph").is_file()
     said = [line for line in res.err.splitlines() if "commit-graph" in line]

@@ -15,10 +15,10 @@ worktree's `config.worktree`, each submodule's wherever the index points, the fi
 an include into the work tree is writable inside), and the files that point git elsewhere (`commondir` in any
 git directory, a linked worktree's `.git` file, git's old `remotes/` files), and those of info/ that change what git
 shows without a trace in `git status` (grafts, attributes), and `objects/info/alternates` (another object
-directory: a forged commit-graph there hid an edit as one in the repository's did, forty-ninth red team F2). A file the session replaced by
-something that is not a regular file, made unreadable to git, larger than LIMIT or given more than MAX_KEYS
-settings is put back whole, the session's one moved aside beside it. Nothing is read through a link the session
-made, nor written through one. The hooks the session put in a git directory it made (a submodule it added, whose
+directory: a forged commit-graph there hid an edit as one in the repository's did, forty-ninth red team F2). A
+file the session replaced by something that is not a regular file, made unreadable to git, larger than LIMIT or
+given more than MAX_KEYS settings is put back whole, the session's one moved aside beside it. Nothing is read
+through a link the session made, nor written through one. The hooks the session put in a git directory it made (a submodule it added, whose
 hooks/ was no read-only place at the launch) are renamed aside (_disable_hooks).
 """
 

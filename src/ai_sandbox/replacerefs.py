@@ -158,11 +158,11 @@ def remove(tree: str, refs: Refs, before: Refs, since: int = 0) -> None:
     first = names[0]
     again = f"`git replace -f {first[len(PREFIX) :]} {before.get(first) or refs[first]}`"
     if ok:
-        locks = f" (and the lock files it left, which kept git from it: {', '.join(unlocked)})" if unlocked else ""
+        locks = f"; so were the lock files it left, which kept git from it: {', '.join(unlocked)}" if unlocked else ""
         say_line(
-            f"removed the git replace refs the session made in {tree}{locks}, which put other objects in place of "
-            f"yours in every git command (they can hide its edits from `git status`, `git diff` and `git commit -a`): "
-            f"{shown}; {again} sets one again if you meant it"
+            f"removed the git replace refs the session made in {tree}, which put other objects in place of yours in "
+            f"every git command (they can hide its edits from `git status`, `git diff` and `git commit -a`): {shown}; "
+            f"{again} sets one again if you meant it{locks}"
         )
     else:
         say_line(

@@ -26,6 +26,7 @@ Graphs = dict[str, dict[str, Key] | None]
 _MAX = 1024  # entries of a commit-graphs/ directory looked at; past this the launch cannot tell what changed
 _REMOVED = 1 << 16  # graph files the end removes at most (a session's million would hold it ~10 s)
 # what git reads or writes there (commit-graph.c): never anything else in the directory
+_CHAIN = "commit-graph-chain"
 _GITS = re.compile(r"commit-graph(-chain)?(\.lock)?|graph-[0-9a-f]{40,64}\.graph|tmp_graph_.*")
 
 
@@ -177,8 +178,9 @@ def _remove(objects: str) -> tuple[list[str], str]:
             graphs = -2
         if graphs >= 0:
             try:
-                # the chain first: the graph files it does not name are never read
-                names = sorted((n for n in os.listdir(graphs) if _GITS.fullmatch(n)), key=lambda n: "chain" not in n)
+                # the chain first, by its exact name: the graph files it does not name are never read, and no count
+                # of others can push it past _REMOVED (fiftieth red team, F3: `tmp_graph_chain<N>` decoys did)
+                names = sorted((n for n in os.listdir(graphs) if _GITS.fullmatch(n)), key=lambda n: n != _CHAIN)
                 for n in names[:_REMOVED]:
                     _unlink(n, graphs, removed, f"commit-graphs/{n}")
             finally:

@@ -177,3 +177,17 @@ def test_worktrees_of_one_repository_are_looked_at_once(repo, capsys):
     commitgraph.undo(before, str(repo), str(repo), done)
     commitgraph.undo(before, str(repo), str(repo), done)
     assert capsys.readouterr().err.count("removed the commit-graph files") == 1
+
+
+def test_no_count_of_decoys_keeps_the_chain(repo, capsys, monkeypatch):
+    """Fiftieth red team, F3: a forged chain beside 400,000 files named like git's temporary ones
+    (`tmp_graph_chain<N>`, which sorted with the chain) filled the removal's cap, and the chain stayed."""
+    monkeypatch.setattr(commitgraph, "_REMOVED", 3)
+    before = _look(repo)
+    _git(repo, "commit-graph", "write", "--reachable", "--split")
+    graphs = repo / ".git/objects/info/commit-graphs"
+    for i in range(20):
+        (graphs / f"tmp_graph_chain{i}").write_text("")
+    assert "removed the commit-graph files" in _end(repo, before, capsys)
+    assert not (graphs / "commit-graph-chain").exists()
+    assert _git(repo, "commit-graph", "verify") == ""

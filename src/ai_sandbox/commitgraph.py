@@ -16,6 +16,7 @@ git directory (the only ones a session can write): one lstat and one directory l
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -90,11 +91,14 @@ def object_dirs(common: str, root: str) -> list[str]:
         line = line.strip()
         if not line or line.startswith(b"#"):
             continue
-        if line.startswith(b'"') and line.endswith(b'"') and len(line) > 1:  # git's C quoting
-            import codecs
+        try:  # a line git cannot read either (a bad escape, a NUL) names no directory: never the launch's error
+            if line.startswith(b'"') and line.endswith(b'"') and len(line) > 1:  # git's C quoting
+                import codecs
 
-            line = codecs.escape_decode(line[1:-1])[0]
-        where = os.path.realpath(os.path.join(objects, os.fsdecode(line)))
+                line = codecs.escape_decode(line[1:-1])[0]
+            where = os.path.realpath(os.path.join(objects, os.fsdecode(line)))
+        except ValueError:
+            continue
         if any(inside(where, p) for p in places) and where not in out:
             out.append(where)
     return out[:16]
@@ -174,8 +178,10 @@ def _remove(objects: str) -> tuple[list[str], str]:
             graphs = os.open("commit-graphs", flags, dir_fd=info)
         except FileNotFoundError:
             graphs = -1
-        except OSError:  # a link or a file: removed itself below
-            graphs = -2
+        except OSError as e:
+            if e.errno not in (errno.ELOOP, errno.ENOTDIR):  # mode 0111: git reads the chain in it, we could not list
+                raise  # said (fifty-first red team, F1: it was taken for a link, and nothing said)
+            graphs = -2  # a link or a file: removed itself below
         if graphs >= 0:
             try:
                 # the chain first, by its exact name: the graph files it does not name are never read, and no count

@@ -191,3 +191,25 @@ def test_no_count_of_decoys_keeps_the_chain(repo, capsys, monkeypatch):
     assert "removed the commit-graph files" in _end(repo, before, capsys)
     assert not (graphs / "commit-graph-chain").exists()
     assert _git(repo, "commit-graph", "verify") == ""
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a directory of any mode")
+def test_a_graph_directory_the_end_cannot_list_is_said(repo, capsys):
+    """Fifty-first red team, F1: a session's chain in a commit-graphs/ of mode 0111 (git opens the chain by its name;
+    the end cannot list the directory) was taken for a link, and nothing was said."""
+    before = _look(repo)
+    _git(repo, "commit-graph", "write", "--reachable", "--split")
+    graphs = repo / ".git/objects/info/commit-graphs"
+    graphs.chmod(0o111)
+    try:
+        said = _end(repo, before, capsys)
+    finally:
+        graphs.chmod(0o755)
+    assert "could not remove the commit-graph files" in said, said
+
+
+@pytest.mark.parametrize("line", [b'"\\x"', b"a\0b", b'"a\\000b"'])
+def test_an_alternates_line_git_cannot_read_is_no_error_of_the_launch(repo, line):
+    """Fifty-first red team, F2: a quoted line with a bad escape made every later launch end in an internal error."""
+    (repo / ".git/objects/info/alternates").write_bytes(line + b"\n")
+    assert list(_look(repo) or {}) == [os.path.realpath(repo / ".git/objects")]

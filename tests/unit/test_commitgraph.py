@@ -5,18 +5,12 @@ repositories written by real git (the forgery itself, through the sandbox: tests
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from ai_sandbox import commitgraph
-
-
-def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(repo)}
-    cmd = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@e", *args]
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout.strip()
+from tests.unit.test_replacerefs import _git  # git with a fixed identity, no system or user config
 
 
 @pytest.fixture

@@ -40,6 +40,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ai_sandbox.commitgraph import Graphs
     from ai_sandbox.layers.tree import Tree
+    from ai_sandbox.objectstore import Stores
     from ai_sandbox.skipworktree import Held
 
 ASSUME, SKIP = "assume-unchanged", "skip-worktree"
@@ -67,11 +68,12 @@ class Look:
     replaced: dict[str, str] | None  # the repository's replace refs then (replacerefs.py); None: git could not say
     graphs: Graphs | None  # the repository's commit-graph files then (commitgraph.py)
     since: int  # when the launch looked (time.time_ns): a lock file made after it is the session's (replacerefs.py)
+    stores: Stores | None  # the object directories then (objectstore.py)
 
 
 def look(root: str, trees: Iterable[Tree]) -> list[Look]:
     """The launch's look at every work tree it scanned: a copy of its index file and a few stat calls each, no git."""
-    from ai_sandbox import commitgraph
+    from ai_sandbox import commitgraph, objectstore
     from ai_sandbox.git import git_dir_of
     from ai_sandbox.gitsettings import common_dir, index_look
     from ai_sandbox.replacerefs import listed
@@ -87,7 +89,8 @@ def look(root: str, trees: Iterable[Tree]) -> list[Look]:
         graphs = commitgraph.look(common_dir(own), root) if own else None
         ident, gitdir = tree_id(path), gitdir_id(path)
         index, shared = index_look(path), _shared(path)
-        out.append(Look(path, t.scan._index, ident, gitdir, index, then, shared, refs, graphs, since))
+        stores = objectstore.look(list(graphs)) if graphs else None
+        out.append(Look(path, t.scan._index, ident, gitdir, index, then, shared, refs, graphs, since, stores))
     return out
 
 
@@ -279,7 +282,7 @@ def clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | Non
 
 
 def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | None) -> None:
-    from ai_sandbox import commitgraph, git
+    from ai_sandbox import commitgraph, git, indexcache, objectstore
     from ai_sandbox.errors import PolicyError
     from ai_sandbox.gitsettings import index_look
     from ai_sandbox.replacerefs import undo
@@ -289,6 +292,8 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
     deadline = time.monotonic() + LOCK_WAIT  # for every tree's index.lock together (skipworktree.write_index)
     todo: list[tuple[Look, str, dict[str, Entry]]] = []
     graphs: set[str] = set()  # object directories looked at (a repository's worktrees share one)
+    stores: set[str] = set()
+    wrote: list[str] = []  # the work trees whose index the session wrote: its caches are dropped last
     for lk in looks:
         where = moved.get(lk.tree)
         if where is None:
@@ -303,9 +308,14 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             commitgraph.undo(lk.graphs, lk.tree, where, graphs)
         except (OSError, ValueError) as e:
             say_line(f"could not look for the commit-graph files the session changed in {where}: {_why(e)}")
+        try:
+            objectstore.undo(lk.stores, lk.tree, where, lk.since, stores)
+        except (PolicyError, OSError, ValueError) as e:
+            say_line(f"could not look for the object files the session forged in {where}: {_why(e)}")
         shared = _shared(where)
         if where == lk.tree and index_look(where) == lk.index and shared == lk.shared:
             continue  # the index file was not written, nor a split index's shared part
+        wrote.append(where)
         split = bool(shared)
         try:  # one index that cannot be read (a nested one the session broke) leaves the others to be done
             listed = git.git_output(["ls-files", "-z", "--stage", "-t", "-v", "--debug"], where, timeout=git.QUICK)
@@ -325,13 +335,20 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             continue
         if any(e.tag != b"H" for e in now.values()):
             todo.append((lk, where, now))
-    if not todo:
-        return
-    with owned_marks(env, root) as ours:  # no launch marks its hidden files meanwhile
-        for lk, where, now in todo:
-            present = {p: os.path.lexists(os.path.join(where, p)) for p, e in now.items() if e.tag != b"H"}
-            found = compare(marked(lk.listing), now, present, ours.get(lk.tree, set()) | ours.get(where, set()))
-            _apply(env, where, found, deadline)
+    if todo:
+        with owned_marks(env, root) as ours:  # no launch marks its hidden files meanwhile
+            for lk, where, now in todo:
+                present = {p: os.path.lexists(os.path.join(where, p)) for p, e in now.items() if e.tag != b"H"}
+                found = compare(marked(lk.listing), now, present, ours.get(lk.tree, set()) | ours.get(where, set()))
+                _apply(env, where, found, deadline)
+    for where in wrote:  # after every write of git's above, which keeps the caches of what it did not touch
+        why = indexcache.drop(git.git_dir_of(where) or os.path.join(where, ".git"), deadline)
+        if why:
+            say_line(
+                f"could not drop the cached trees from git's index in {where} ({why}): the session may have forged "
+                "them to hide its staged edits from `git status`; `git ls-files -s` against `git ls-tree -r HEAD` "
+                "shows what is staged"
+            )
 
 
 def _then(lk: Look, where: str) -> bytes | None:

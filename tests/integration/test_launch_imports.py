@@ -23,7 +23,7 @@ pytestmark = pytest.mark.sandbox
 OURS = {
     "ai_sandbox", "ai_sandbox.backends", "ai_sandbox.backends.check", "ai_sandbox.backends.choose",
     "ai_sandbox.backends.host", "ai_sandbox.backends.plan", "ai_sandbox.backends.registry", "ai_sandbox.commitgraph",
-    "ai_sandbox.config",
+    "ai_sandbox.config", "ai_sandbox.objectstore",
     "ai_sandbox.errors", "ai_sandbox.fs", "ai_sandbox.git", "ai_sandbox.git.listing", "ai_sandbox.git.log",
     "ai_sandbox.git.repo", "ai_sandbox.git.run", "ai_sandbox.gitcommand", "ai_sandbox.gitsettings", "ai_sandbox.globs",
     "ai_sandbox.hiddenedits", "ai_sandbox.history",

@@ -1,0 +1,151 @@
+"""The caches git keeps in its index file, dropped at the end of a session that wrote the index. git trusts them
+without reading what they stand for: the cached-tree extension (`TREE`) names the tree of each directory as the
+index holds it, and a session that set those names to HEAD's (its checksum made anew) hid its staged edit there from
+the user's `git status` and `git diff HEAD`, and their `commit -a` carried it (fiftieth red team, F2). The untracked
+cache (`UNTR`) can hide a planted untracked file in the same way, and the fsmonitor token (`FSMN`) the edits of
+files it marks as unchanged.
+
+git writes them again as it goes (`git commit` the cached trees, `git status` the others where configured); dropped,
+they cost a slower first command. Everything else in the file is kept byte for byte, but for one thing git itself
+does when it writes the index: an entry whose file changed in the same instant as the index was written (racily
+clean) gets its size cleared, so that git reads the file rather than trust a stat the new file's later time would
+make look settled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import stat
+import struct
+import time
+
+_DROP = frozenset({b"TREE", b"UNTR", b"FSMN", b"EOIE"})  # EOIE lists the others' names: stale once they go
+_SPARSE = b"sdir"  # a sparse index: its directory entries need the cached trees
+
+
+def layout(data: bytes, hashlen: int) -> tuple[list[int], list[tuple[bytes, int, int]]] | None:
+    """Where each entry starts and each extension lies ((name, start, end)) in an index file of git's, or None when
+    data is not one read with that hash length."""
+    if len(data) < 12 + hashlen or data[:4] != b"DIRC":
+        return None
+    version, count = struct.unpack_from(">II", data, 4)
+    if version not in (2, 3, 4):
+        return None
+    end = len(data) - hashlen
+    starts: list[int] = []
+    pos = 12
+    try:
+        for _ in range(count):
+            starts.append(pos)
+            flags = struct.unpack_from(">H", data, pos + 40 + hashlen)[0]
+            p = pos + 42 + hashlen + (2 if version >= 3 and flags & 0x4000 else 0)
+            if version == 4:
+                while data[p] & 0x80:  # the varint of how much of the previous name to drop
+                    p += 1
+                pos = data.index(b"\0", p + 1) + 1
+            else:
+                z = data.index(b"\0", p) if flags & 0xFFF == 0xFFF else p + (flags & 0xFFF)
+                pos += (z - pos + 8) & ~7
+            if pos > end:
+                return None
+    except (IndexError, ValueError, struct.error):
+        return None
+    exts = []
+    while pos < end:
+        if pos + 8 > end:
+            return None
+        size = struct.unpack_from(">I", data, pos + 4)[0]
+        if pos + 8 + size > end:
+            return None
+        exts.append((data[pos : pos + 4], pos, pos + 8 + size))
+        pos += 8 + size
+    return starts, exts
+
+
+def strip(data: bytes, written: int) -> bytes | None:
+    """data without the caches (the module's docstring), its racily clean entries smudged as git does, its checksum
+    made anew (kept all zero where git skipped it); None when there is nothing to drop, or data is not an index this
+    can read (a sparse one). written: the index file's mtime in seconds (git built without nanoseconds compares
+    those: the wider test)."""
+    for hashlen in (20, 32):
+        found = layout(data, hashlen)
+        if found is not None:
+            break
+    else:
+        return None
+    starts, exts = found
+    names = {name for name, _, _ in exts}
+    if not names & _DROP or _SPARSE in names:
+        return None
+    out = bytearray(data[: exts[0][1] if exts else len(data) - hashlen])
+    for pos in starts:
+        mtime, mode = struct.unpack_from(">I", out, pos + 8)[0], struct.unpack_from(">I", out, pos + 24)[0]
+        if mode & 0o170000 != 0o160000 and mtime >= written:  # git's racy check (gitlinks are never racy)
+            struct.pack_into(">I", out, pos + 36, 0)
+    for name, start, end in exts:
+        if name not in _DROP:
+            out += data[start:end]
+    trailer = data[len(data) - hashlen :]
+    if trailer == bytes(hashlen):  # index.skipHash: git wrote none and checks none
+        return bytes(out + trailer)
+    return bytes(out + (hashlib.sha1 if hashlen == 20 else hashlib.sha256)(out).digest())
+
+
+def drop(gitdir: str, deadline: float) -> str | None:
+    """Drop the caches from the index file in gitdir, under git's index.lock (waited for until deadline); None when
+    done or nothing was there, else why not."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        d = os.open(gitdir, flags)
+    except OSError as e:
+        return e.strerror or str(e)
+    try:
+        return _drop(d, deadline)
+    finally:
+        os.close(d)
+
+
+def _drop(d: int, deadline: float) -> str | None:
+    while True:
+        try:
+            lock = os.open("index.lock", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666, dir_fd=d)
+            break
+        except FileExistsError:
+            if time.monotonic() > deadline:
+                return "another git holds its index.lock"
+            time.sleep(0.05)
+    done = False
+    try:
+        try:
+            fd = os.open("index", os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=d)
+        except FileNotFoundError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return "it is not a regular file"
+            chunks = []
+            while chunk := os.read(fd, 1 << 22):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        new = strip(b"".join(chunks), st.st_mtime_ns // 1_000_000_000)
+        if new is None:
+            return None
+        os.fchmod(lock, st.st_mode & 0o7777)
+        view = memoryview(new)
+        while view:
+            view = view[os.write(lock, view) :]
+        os.rename("index.lock", "index", src_dir_fd=d, dst_dir_fd=d)
+        done = True
+        return None
+    except OSError as e:
+        return e.strerror or str(e) if e.errno != errno.ENOENT else None
+    finally:
+        os.close(lock)
+        if not done:
+            with contextlib.suppress(OSError):
+                os.unlink("index.lock", dir_fd=d)

@@ -1,0 +1,147 @@
+"""What a session forges in git's object store or in the caches git keeps in its index to hide a staged edit from
+the user's own git (fiftieth red team, F1 and F2): after the session, the user's `git status` shows the edit, or
+git fails loudly; it never comes out clean with `commit -a` carrying the edit. Through the real sandbox, on each
+backend, as root and as a user."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.conftest import BACKENDS  # noqa: F401 (each test runs once per backend)
+from tests.security.test_git_settings import _outside_git
+
+pytestmark = pytest.mark.sandbox
+
+# the session's edit staged in d/a.txt; then HEAD's subtree d's loose object rewritten with the staged subtree's
+STAGE = "echo evil >> d/a.txt && git add d/a.txt && old=$(git rev-parse HEAD:d) && new=$(git write-tree --prefix=d/)"
+PATHS = "o=.git/objects/$(echo $old | cut -c1-2)/$(echo $old | cut -c3-); n=.git/objects/$(echo $new | cut -c1-2)/$(echo $new | cut -c3-)"
+SWAP = f"{STAGE} && {PATHS} && chmod u+w $o && cp $n $o.tmp && mv -f $o.tmp $o"
+
+
+def _repo(ws, packed: bool = False) -> None:
+    ws.git("init", "-q")
+    ws.write("d/a.txt", "a\n")
+    ws.write("t.txt", "t\n")
+    ws.git("add", ".")
+    ws.git("commit", "-qm", "init")
+    if packed:
+        ws.git("gc", "-q")
+
+
+def _not_hidden(ws) -> None:
+    """The user's git shows the staged edit, or fails (it cannot read what the forgery hid)."""
+    st = _outside_git(ws, "status", "--porcelain", "-uno")
+    assert st.returncode != 0 or st.stdout.splitlines() == ["M  d/a.txt"], (st.stdout, st.stderr)
+    diff = _outside_git(ws, "diff", "HEAD")
+    assert diff.returncode != 0 or "+evil" in diff.stdout, diff.stdout
+
+
+def test_a_subtree_object_rewritten_with_the_staged_one_is_removed(ws):
+    """Fiftieth red team, F1: git checks no hash when it reads a subtree, so HEAD's subtree object rewritten with the
+    staged subtree's made the user's `git status` and `git diff HEAD` clean, and `commit -a` carried the edit."""
+    _repo(ws)
+    res = ws.run("--", "sh", "-c", f"{SWAP} && git status --porcelain -uno && echo done")
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)  # inside, git shows nothing staged
+    _not_hidden(ws)
+    assert "missing tree" in _outside_git(ws, "fsck").stdout  # git says what the forgery destroyed
+    said = [line for line in res.err.splitlines() if "removed object files" in line]
+    assert len(said) == 1 and "whose content is not the object their name says" in said[0], res.err
+
+
+def test_a_forged_loose_copy_of_a_packed_object_is_removed(ws):
+    """The same forgery over a packed repository: the forged loose file is removed, and git reads the pack's."""
+    _repo(ws, packed=True)
+    script = f"{STAGE} && {PATHS} && mkdir -p $(dirname $o) && cp $n $o && echo done"
+    res = ws.run("--", "sh", "-c", script)
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
+    assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == ["M  d/a.txt"]
+    assert _outside_git(ws, "fsck").returncode == 0
+    assert "removed object files" in res.err
+
+
+def test_a_forged_object_moved_in_with_its_directory_is_removed(ws):
+    """A directory moved into the object store keeps its files' change times: a forged object planted before the
+    launch (an earlier session's file in the work tree) and moved in with its directory is read too."""
+    _repo(ws)
+    old = ws.git("rev-parse", "HEAD:d").strip()
+    ws.write("d/a.txt", "a\nevil\n")
+    ws.git("add", "d/a.txt")
+    new = ws.git("write-tree", "--prefix=d/").strip()
+    forged = (ws.repo / ".git" / "objects" / new[:2] / new[2:]).read_bytes()
+    ws.git("reset", "-q")
+    ws.write("d/a.txt", "a\n")
+    (ws.repo / "stash" / old[:2]).mkdir(parents=True)
+    (ws.repo / "stash" / old[:2] / old[2:]).write_bytes(forged)
+    os.chmod(ws.repo / "stash", 0o777)  # the session's user moves it
+    os.chmod(ws.repo / "stash" / old[:2], 0o777)
+    script = (
+        f"echo evil >> d/a.txt && git add d/a.txt && rm -rf .git/objects/{old[:2]} && "
+        f"mv stash/{old[:2]} .git/objects/ && git status --porcelain -uno && echo done"
+    )
+    res = ws.run("--", "sh", "-c", script)
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
+    _not_hidden(ws)
+    assert "removed object files" in res.err, res.err
+
+
+def test_a_link_in_the_object_store_is_removed_not_followed(ws):
+    """A fan-out directory the session made a link to a directory of its own (git follows it): the link goes, and
+    nothing where it leads is touched."""
+    _repo(ws)
+    old = ws.git("rev-parse", "HEAD:d").strip()
+    script = (
+        f"{STAGE} && {PATHS} && mkdir -p lead && cp $n lead/{old[2:]} && mv .git/objects/{old[:2]} moved && "
+        f"ln -s $PWD/lead .git/objects/{old[:2]} && git status --porcelain -uno && echo done"
+    )
+    res = ws.run("--", "sh", "-c", script)
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
+    _not_hidden(ws)
+    assert (ws.repo / "lead" / old[2:]).is_file()  # not through the link
+    assert not os.path.lexists(ws.repo / ".git" / "objects" / old[:2])
+    assert "removed object files" in res.err, res.err
+
+
+# The index's cached-tree extension (TREE) rewritten so that every tree it names is HEAD's, its checksum made anew
+FORGE_TREE = r"""
+import hashlib, struct, subprocess
+git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True, check=True).stdout.strip()
+data = bytearray(open(".git/index", "rb").read())
+i = data.find(b"TREE", 12)
+size = struct.unpack(">I", data[i + 4 : i + 8])[0]
+body, out, p = bytes(data[i + 8 : i + 8 + size]), bytearray(), 0
+def walk(prefix):
+    global p, out
+    z = body.index(b"\0", p); name = body[p:z].decode(); p = z + 1
+    nl = body.index(b"\n", p); count, subs = body[p:nl].split(b" "); p = nl + 1
+    full = f"{prefix}/{name}".strip("/") if name else prefix
+    out += name.encode() + b"\0" + count + b" " + subs + b"\n"
+    if int(count) >= 0:
+        out += bytes.fromhex(git("rev-parse", f"HEAD:{full}" if full else "HEAD^{tree}")); p += 20
+    for _ in range(int(subs)):
+        walk(full)
+walk("")
+data[i + 8 : i + 8 + size] = out
+data[-20:] = hashlib.sha1(bytes(data[:-20])).digest()
+open(".git/index", "wb").write(data)
+"""
+
+
+def test_the_index_cached_trees_forged_to_heads_are_dropped(ws):
+    """Fiftieth red team, F2: the index's cached trees (which git trusts to skip a directory) set to HEAD's hid the
+    staged edit below the top level from the user's `git status` and `git diff --cached`, and `commit -a` carried
+    it. The end drops them; git writes them again at the next commit."""
+    _repo(ws)
+    script = (
+        'echo evil >> d/a.txt && git add d/a.txt && git write-tree >/dev/null && python3 -c "$FORGE_TREE" && '
+        "git status --porcelain -uno && echo done"
+    )
+    res = ws.run("--", "sh", "-c", script, env={"FORGE_TREE": FORGE_TREE})
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)  # inside, git shows nothing staged
+    assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == ["M  d/a.txt"]
+    assert "+evil" in _outside_git(ws, "diff", "--cached").stdout
+    assert b"TREE" not in (ws.repo / ".git" / "index").read_bytes()
+    assert "cached trees" not in res.err, res.err  # dropped silently: git's status now shows the edit
+    assert _outside_git(ws, "commit", "-qm", "x").returncode == 0
+    assert _outside_git(ws, "fsck").returncode == 0

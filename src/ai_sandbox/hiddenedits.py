@@ -298,6 +298,8 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
         where = moved.get(lk.tree)
         if where is None:
             where = lk.tree if lk.ident and tree_id(lk.tree) == lk.ident else None
+        if where != lk.tree:
+            _replaced(lk, where)
         if where is None or (lk.gitdir and gitdir_id(where) != lk.gitdir):
             continue  # gone, or another repository in its place: nothing of this index is reachable there
         try:
@@ -349,6 +351,24 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
                 "them to hide its staged edits from `git status`; `git ls-files -s` against `git ls-tree -r HEAD` "
                 "shows what is staged"
             )
+
+
+def _replaced(lk: Look, where: str | None) -> None:
+    """Say so where the session moved a repository away and left another at its path (fiftieth red team, F4: a copy
+    of it with a hook of the session's, which the user's next `git commit` there ran, outside). Its git directory is
+    the session's: nothing of it is looked at (its hooks, config, caches)."""
+    from ai_sandbox.fs import printable
+    from ai_sandbox.skipworktree import gitdir_id, say_line
+
+    other = gitdir_id(lk.tree)
+    if not other or other == lk.gitdir:
+        return
+    moved = f"moved it to {printable(where)}" if where else "removed it"
+    say_line(
+        f"the session {moved} and left another git repository at {printable(lk.tree)}: its git directory is the "
+        "session's, whose hooks and settings your git there would run as yours; remove it"
+        + (f" and move {printable(where)} back" if where else "")
+    )
 
 
 def _then(lk: Look, where: str) -> bytes | None:

@@ -145,3 +145,25 @@ def test_the_index_cached_trees_forged_to_heads_are_dropped(ws):
     assert "cached trees" not in res.err, res.err  # dropped silently: git's status now shows the edit
     assert _outside_git(ws, "commit", "-qm", "x").returncode == 0
     assert _outside_git(ws, "fsck").returncode == 0
+
+
+def test_a_nested_repository_replaced_by_a_copy_with_hooks_is_named(ws):
+    """Fiftieth red team, F4: the session moved a nested repository away and put a copy of it, with a pre-commit hook
+    of its own, at its path (the directory above a nested `.git` is no mount point); the user's next `git commit`
+    there ran the hook, outside, and nothing was said. The end names the copy and where the original went."""
+    _repo(ws)
+    sub = ws.repo / "sub"
+    sub.mkdir()
+    ws.git("init", "-q", cwd=sub)
+    ws.write("sub/s.txt", "s\n")
+    ws.git("add", "s.txt", cwd=sub)
+    ws.git("commit", "-qm", "s", cwd=sub)
+    script = (
+        "mv sub .sub-old && mkdir sub && cp -a .sub-old/.git sub/.git && cp .sub-old/s.txt sub/ && "
+        "printf '#!/bin/sh\\necho planted\\n' > sub/.git/hooks/pre-commit && chmod +x sub/.git/hooks/pre-commit && "
+        "echo done"
+    )
+    res = ws.run("--", "sh", "-c", script)
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
+    said = [line for line in res.err.splitlines() if "left another git repository" in line]
+    assert len(said) == 1 and f"{ws.repo}/sub" in said[0] and ".sub-old" in said[0], res.err

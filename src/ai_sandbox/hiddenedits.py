@@ -21,6 +21,11 @@
   it in place first). A split index (`sharedindex.*` in the git directory) keeps its entries in a shared file
   the session can rewrite in place, unseen by the copy: where one was written, every tracked file is read.
 
+The indexes of the scanned repositories' other checkouts (the main one, each linked worktree) lie in the git
+directory a session writes, so they are looked at too (from a linked worktree, a session staged content of its own
+in the main checkout's index and marked it: the user's `commit -a` there took it); their marks at the launch are
+read from the launch's copy of their index, at the end.
+
 The launch runs no git for this: its scan listed the index with the marks (`ls-files -t -v`), and that listing is
 what the end compares marks with; it copies the index file, and stats a few paths. The end lists again only the
 indexes whose file changed, and reaches each work tree through the descriptor the launch opened on it
@@ -69,6 +74,8 @@ class Look:
     graphs: Graphs | None  # the repository's commit-graph files then (commitgraph.py)
     since: int  # when the launch looked (time.time_ns): a lock file made after it is the session's (replacerefs.py)
     stores: Stores | None  # the object directories then (objectstore.py)
+    scanned: bool = True  # False: another checkout of a scanned repository, its index in the git directory the
+    # session can write (listing empty: the marks then are read from the copy at the end)
 
 
 def look(root: str, trees: Iterable[Tree]) -> list[Look]:
@@ -80,18 +87,59 @@ def look(root: str, trees: Iterable[Tree]) -> list[Look]:
     from ai_sandbox.skipworktree import gitdir_id, tree_id
 
     out = []
+    commons: dict[str, None] = {}  # the scanned repositories' common git directories, in order
     since = time.time_ns() - 10_000_000  # a file's ctime is the kernel's coarse clock: up to a tick behind
     for t in trees:
         path = os.path.join(root, t.prefix).rstrip("/") or "/"
         own = git_dir_of(path)
         then = _read(os.path.join(own or os.path.join(path, ".git"), "index"))
         refs = listed(path)
-        graphs = commitgraph.look(common_dir(own), root) if own else None
+        common = common_dir(own) if own else ""
+        graphs = commitgraph.look(common, root) if own else None
         ident, gitdir = tree_id(path), gitdir_id(path)
         index, shared = index_look(path), _shared(path)
         stores = objectstore.look(list(graphs)) if graphs else None
         out.append(Look(path, t.scan._index, ident, gitdir, index, then, shared, refs, graphs, since, stores))
+        if common:
+            commons.setdefault(common, None)
+    seen = {lk.tree for lk in out}
+    for common in commons:  # the repository's other checkouts: their indexes lie in its git directory
+        for tree, own in checkouts(common):
+            if tree in seen or len(out) >= _CHECKOUTS:
+                continue
+            seen.add(tree)
+            then = _read(os.path.join(own, "index"))
+            ident, gitdir, index, shared = tree_id(tree), gitdir_id(tree), index_look(tree), _shared(tree)
+            out.append(Look(tree, b"", ident, gitdir, index, then, shared, None, None, since, None, scanned=False))
     return out
+
+
+_CHECKOUTS = 64  # work trees looked at in all; a repository with hundreds of worktrees has the rest unlooked
+
+
+def checkouts(common: str) -> list[tuple[str, str]]:
+    """(work tree, its git directory) of each checkout of the repository whose common git directory is common: the
+    main one (common is its `.git`) and each linked one in `worktrees/`, by the `gitdir` file git reads there. Only
+    one whose `.git` names that git directory back: a session may write `worktrees/*/gitdir` to name any place."""
+    from ai_sandbox.git import git_dir_of
+    from ai_sandbox.verify import read_regular
+
+    out = []
+    if os.path.basename(common) == ".git":
+        out.append((os.path.dirname(common), common))
+    try:
+        names = sorted(os.listdir(os.path.join(common, "worktrees")))[:_CHECKOUTS]
+    except OSError:
+        names = []
+    for n in names:
+        own = os.path.join(common, "worktrees", n)
+        try:
+            dotgit = os.fsdecode(read_regular(os.path.join(own, "gitdir"), 4096).rstrip(b"\r\n"))
+        except (OSError, ValueError):
+            continue
+        if os.path.basename(dotgit) == ".git" and os.path.isabs(dotgit):
+            out.append((os.path.dirname(dotgit), own))
+    return [(tree, own) for tree, own in out if git_dir_of(tree) == own]
 
 
 def _read(index: str) -> bytes | None:
@@ -290,7 +338,7 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
 
     moved = held.now() if held else {}
     deadline = time.monotonic() + LOCK_WAIT  # for every tree's index.lock together (skipworktree.write_index)
-    todo: list[tuple[Look, str, dict[str, Entry]]] = []
+    todo: list[tuple[Marked, Look, str, dict[str, Entry]]] = []
     graphs: set[str] = set()  # object directories looked at (a repository's worktrees share one)
     stores: set[str] = set()
     wrote: list[str] = []  # the work trees whose index the session wrote: its caches are dropped last
@@ -302,18 +350,19 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             _replaced(lk, where)
         if where is None or (lk.gitdir and gitdir_id(where) != lk.gitdir):
             continue  # gone, or another repository in its place: nothing of this index is reachable there
-        try:
-            undo(where, lk.replaced, lk.since)
-        except (PolicyError, OSError, ValueError) as e:
-            say_line(f"could not look for the replace refs the session made in {where}: {_why(e)}")
-        try:
-            commitgraph.undo(lk.graphs, lk.tree, where, graphs)
-        except (OSError, ValueError) as e:
-            say_line(f"could not look for the commit-graph files the session changed in {where}: {_why(e)}")
-        try:
-            objectstore.undo(lk.stores, lk.tree, where, lk.since, stores)
-        except (PolicyError, OSError, ValueError) as e:
-            say_line(f"could not look for the object files the session forged in {where}: {_why(e)}")
+        if lk.scanned:  # what lies in the common git directory: looked at once, from a scanned checkout
+            try:
+                undo(where, lk.replaced, lk.since)
+            except (PolicyError, OSError, ValueError) as e:
+                say_line(f"could not look for the replace refs the session made in {where}: {_why(e)}")
+            try:
+                commitgraph.undo(lk.graphs, lk.tree, where, graphs)
+            except (OSError, ValueError) as e:
+                say_line(f"could not look for the commit-graph files the session changed in {where}: {_why(e)}")
+            try:
+                objectstore.undo(lk.stores, lk.tree, where, lk.since, stores)
+            except (PolicyError, OSError, ValueError) as e:
+                say_line(f"could not look for the object files the session forged in {where}: {_why(e)}")
         shared = _shared(where)
         if where == lk.tree and index_look(where) == lk.index and shared == lk.shared:
             continue  # the index file was not written, nor a split index's shared part
@@ -332,16 +381,24 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             differ = entries(listed) if base is None else changed(listed, base)
             now = entries(listed) if base is not None and _may_mark(listed) else differ  # never read whole twice
             _restat(env, where, now, looked_at(differ), deadline)
+            # the marks at the launch: the scan listed them; another checkout's are read from the launch's copy
+            before = marked(lk.listing) if lk.scanned else None if base is None else _marks(base)
         except (PolicyError, OSError, ValueError) as e:
             say_line(f"could not look for what the session hid from git in {where}'s index: {_why(e)}")
             continue
-        if any(e.tag != b"H" for e in now.values()):
-            todo.append((lk, where, now))
+        if before is None and any(e.tag != b"H" for e in now.values()):
+            say_line(
+                f"could not tell which git index marks in {where} the session set (the launch's copy of its index "
+                "could not be read back): `git ls-files -v` shows them (h, s, S), `git status` does not show their "
+                "edits"
+            )
+        elif before is not None and any(e.tag != b"H" for e in now.values()):
+            todo.append((before, lk, where, now))
     if todo:
         with owned_marks(env, root) as ours:  # no launch marks its hidden files meanwhile
-            for lk, where, now in todo:
+            for before, lk, where, now in todo:
                 present = {p: os.path.lexists(os.path.join(where, p)) for p, e in now.items() if e.tag != b"H"}
-                found = compare(marked(lk.listing), now, present, ours.get(lk.tree, set()) | ours.get(where, set()))
+                found = compare(before, now, present, ours.get(lk.tree, set()) | ours.get(where, set()))
                 _apply(env, where, found, deadline)
     for where in wrote:  # after every write of git's above, which keeps the caches of what it did not touch
         why = indexcache.drop(git.git_dir_of(where) or os.path.join(where, ".git"), deadline)
@@ -434,6 +491,13 @@ def _restat(env: Mapping[str, str], where: str, now: dict[str, Entry], paths: li
             f"could not make git look again at {some(stale)} in {where} ({first[0]}): the session may have made "
             "git's index hide its edits there; `touch` each of them, and `git status` shows them"
         )
+
+
+def _marks(listing: bytes) -> Marked:
+    """The marked stage-0 entries of an `ls-files -z --stage -t -v --debug` listing (the launch's copy, listed)."""
+    if not _may_mark(listing):
+        return {}
+    return {p: (_bits(e.tag), e.oid) for p, e in entries(listing).items() if e.tag in (b"h", b"s", b"S")}
 
 
 def _by_mark(marks: dict[str, list[str]]) -> str:

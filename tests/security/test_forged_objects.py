@@ -6,6 +6,7 @@ backend, as root and as a user."""
 from __future__ import annotations
 
 import os
+import subprocess
 
 import pytest
 
@@ -167,3 +168,25 @@ def test_a_nested_repository_replaced_by_a_copy_with_hooks_is_named(ws):
     assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
     said = [line for line in res.err.splitlines() if "left another git repository" in line]
     assert len(said) == 1 and f"{ws.repo}/sub" in said[0] and ".sub-old" in said[0], res.err
+
+
+def test_a_mark_and_cached_trees_forged_in_another_checkouts_index_are_undone(ws):
+    """A session launched in a linked worktree can write the main checkout's index (it lies in the git directory the
+    worktree's git needs): content of its own staged there, marked assume-unchanged, its cached trees set to HEAD's,
+    came out of the user's next `commit -a` in the main checkout with `git status` clean. The end looks at every
+    checkout of the repository, as at its own."""
+    _repo(ws)
+    wt = ws.base / "wt"
+    ws.git("worktree", "add", "-q", str(wt))
+    if ws.user:
+        subprocess.run(["chown", "-R", f"{ws.user.uid}:{ws.user.gid}", str(wt)], check=True)
+    script = (
+        f"cd {ws.repo} && blob=$(echo planted | git hash-object -w --stdin) && "
+        "git update-index --cacheinfo 100644,$blob,d/a.txt && git update-index --assume-unchanged d/a.txt && "
+        'git write-tree >/dev/null && python3 -c "$FORGE_TREE" && git status --porcelain -uno && echo done'
+    )
+    res = ws.run("--", "sh", "-c", script, env={"FORGE_TREE": FORGE_TREE}, cwd=wt)
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)  # inside, the main checkout's git shows nothing
+    assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == ["MM d/a.txt"], res.err
+    said = [line for line in res.err.splitlines() if "cleared git index marks" in line]
+    assert len(said) == 1 and f"{ws.repo}," in said[0] and "assume-unchanged on d/a.txt" in said[0], res.err

@@ -41,6 +41,7 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule, run_state_machine_as_test
 
+from ai_sandbox import indexcache
 from tests.conftest import (
     BACKENDS,
     IDENTITIES,
@@ -99,6 +100,32 @@ elif op == "graph":  # HEAD's tree in the commit-graph at a becomes b's (the ind
     data[-20:] = hashlib.sha1(bytes(data[:-20])).digest()
     os.chmod(a, 0o644)
     open(a, "wb").write(data)
+elif op == "forge":  # the loose object named a gets b's content (objectstore.py): git reads it without checking
+    path = lambda oid: f".git/objects/{oid[:2]}/{oid[2:]}"
+    os.makedirs(os.path.dirname(path(a)), exist_ok=True)
+    open(path(a) + ".tmp", "wb").write(open(path(b), "rb").read())
+    os.rename(path(a) + ".tmp", path(a))
+elif op == "ctree":  # every id in the index's cached trees becomes HEAD's (indexcache.py): git skips those directories
+    import hashlib, struct, subprocess
+    rev = lambda r: bytes.fromhex(subprocess.run(["git", "rev-parse", r], capture_output=True, text=True).stdout.strip() or "00" * 20)
+    data = bytearray(open(".git/index", "rb").read())
+    i = data.find(b"TREE", 12)
+    size = struct.unpack(">I", data[i + 4 : i + 8])[0]
+    body, out, p = bytes(data[i + 8 : i + 8 + size]), bytearray(), 0
+    def walk(prefix):
+        global p, out
+        z = body.index(b"\0", p); name = body[p:z].decode(); p = z + 1
+        nl = body.index(b"\n", p); count, subs = body[p:nl].split(b" "); p = nl + 1
+        full = f"{prefix}/{name}".strip("/") if name else prefix
+        out += name.encode() + b"\0" + count + b" " + subs + b"\n"
+        if int(count) >= 0:
+            out += rev(f"HEAD:{full}" if full else "HEAD^{tree}"); p += 20
+        for _ in range(int(subs)):
+            walk(full)
+    walk("")
+    data[i + 8 : i + 8 + size] = out
+    data[-20:] = hashlib.sha1(bytes(data[:-20])).digest()
+    open(".git/index", "wb").write(data)
 else:
     libc = ctypes.CDLL(None, use_errno=True)
     sys.exit(0 if libc.renameat2(-100, a.encode(), -100, b.encode(), 2) == 0 else 1)  # RENAME_EXCHANGE
@@ -169,6 +196,17 @@ RULE_ACTIONS = st.sampled_from(
         "echo 'conf/a.txt filter=git-crypt' >> .gitattributes",
     ]
 )
+# HEAD's src/ subtree object rewritten with the staged one's (objectstore.py: git checks no hash reading it); guarded
+# so that it fails before writing anything, or not at all
+FORGE_SUBTREE = (
+    "test -f src/app.py && old=$(git rev-parse -q --verify HEAD:src) && echo '# forged' >> src/app.py && "
+    "git add -f src/app.py && python3 $OUT/../fsop.py forge $old $(git write-tree --prefix=src/)"
+)
+# the index's cached trees given HEAD's ids (indexcache.py): git skips the directories they name
+FORGE_CACHED_TREES = (
+    "test -f src/app.py && echo '# cached' >> src/app.py && git add -f src/app.py && git write-tree >/dev/null && "
+    "python3 $OUT/../fsop.py ctree - -"
+)
 # `git rm --cached` of the blocked tracked file is left out: its file is then untracked and not ignored, and
 # root's `git add -A` stages the mask (the same documented gap).
 GIT_ACTIONS = st.sampled_from(
@@ -193,12 +231,17 @@ GIT_ACTIONS = st.sampled_from(
         # the same in a commit-graph (commitgraph.py): git takes HEAD's tree from there without reading HEAD
         "echo '# graph' >> src/app.py && git add -f src/app.py && git commit-graph write --reachable && "
         "python3 $OUT/../fsop.py graph .git/objects/info/commit-graph $(git write-tree)",
+        FORGE_SUBTREE,
+        FORGE_CACHED_TREES,
     ]
 )
-# What the end undoes in the repositories of the launch's project only (replacerefs.py, commitgraph.py): a session
+# What the end undoes in the repositories of the launch's project only (replacerefs.py, commitgraph.py,
+# objectstore.py): a session
 # launched from the nested clone, with writes unconfined as here, can write the project's repository too, which
 # that launch did not look at (a documented gap; with containment on, the project is read-only to it).
-PROJECT_ONLY = [a for a in GIT_ACTIONS.elements if "git replace" in a or "commit-graph" in a]
+PROJECT_ONLY = [
+    a for a in GIT_ACTIONS.elements if any(w in a for w in ("git replace", "commit-graph", " forge ", " ctree "))
+]
 SESSIONS = st.tuples(
     st.lists(FS_ACTIONS, max_size=2),
     st.lists(GIT_ACTIONS, max_size=2),
@@ -445,6 +488,8 @@ class World:
                 self.users_unreplace(line)
             if "removed the commit-graph files that changed during the session in " in line:
                 self.users_ungraph(line)
+            if "removed object files the session left in " in line:
+                self.users_unforge(line)
             if "cleared git's skip-worktree mark of" not in line:
                 continue
             names, _, tree = line.split(" mark of ", 1)[1].partition(" in ")
@@ -490,6 +535,32 @@ class World:
         there = self.control / os.path.relpath(info, os.path.realpath(self.base))
         for name in rest.split("): ", 1)[0].split(", "):
             (there / name).unlink()
+
+    saved_objects: Path | None = None
+
+    def save_objects(self) -> Path:
+        """A copy of the repository's object directory before a session that forges one (what a remote still has)."""
+        saved = self.base / "saved-objects"
+        shutil.rmtree(saved, ignore_errors=True)
+        shutil.copytree(self.ws.repo / ".git" / "objects", saved)
+        return saved
+
+    def users_unforge(self, line: str) -> None:
+        """The control's side of the line naming the forged object files removed (objectstore.py): the same files
+        removed by hand (`removed object files the session left in OBJECTS whose … (AB/CDEF…, …): …`)."""
+        objects, _, rest = line.split(" the session left in ", 1)[1].partition(" whose ")
+        there = self.control / os.path.relpath(objects, os.path.realpath(self.base))
+        names = rest.split("says (", 1)[1].split("): ", 1)[0].split(", ")
+        assert not any(" more" in n for n in names), line  # the model forges one at a time
+        for name in names:
+            (there / name).unlink()
+            # what the user does next (`git fsck` names it missing): the object fetched again, in both worlds
+            original = self.saved_objects / name if self.saved_objects else None
+            if original is not None and original.is_file():
+                for objects in (there, Path(line.split(" the session left in ", 1)[1].split(" whose ")[0])):
+                    shutil.copy2(original, objects / name)
+                    if self.ws.user:
+                        os.chown(objects / name, self.ws.user.uid, self.ws.user.gid)
 
     def hidden(self, where: str) -> list[str]:
         """The paths in the project a launch from where hides (`explain --json`): what git inside cannot see."""
@@ -563,6 +634,12 @@ class World:
             "index": git("ls-files", "-s", "-t", "-v"),
             "replace refs": git("for-each-ref", "refs/replace/"),
             "commit-graph": git("commit-graph", "verify"),
+            "fsck": subprocess.run(
+                ["git", "-c", "safe.directory=*", "-C", str(repo), "fsck", "--no-dangling", "--no-progress"],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stderr.replace(str(repo), "<repo>"),  # fmt: skip
             "status": git("status", "--porcelain"),
             "clone": git("rev-parse", "HEAD", where=clone) + git("ls-files", "-s", "-t", "-v", where=clone),
             "worktree": git("rev-parse", "HEAD", where=wt)
@@ -601,6 +678,7 @@ class Sessions(RuleBasedStateMachine):
     def play(self, actions: list[str], where: str) -> None:
         """One session, and the control's replay of what succeeded in it."""
         hidden = self.world.hidden(where) if "git add -A" in actions else []
+        self.world.saved_objects = self.world.save_objects() if FORGE_SUBTREE in actions else None
         self.refused, ok = self.world.session(actions, where)
         if self.refused:
             return
@@ -618,6 +696,8 @@ class Sessions(RuleBasedStateMachine):
         kept = self.world.keep_scratch()
         self.world.replay(self.world.unseen(done, hidden))
         self.world.put_back_scratch(kept)
+        if any(" ctree " in a for a in done):  # what the end does, silently: git's caches are no state of the user's
+            assert indexcache.drop(str(self.world.control / "repo" / ".git"), time.monotonic() + 5) is None
         sessions_ended(self.world.ws)  # ended by the launch: a watcher still holding marks would be a defect
         w = self.world
         w.users_word()
@@ -627,6 +707,7 @@ class Sessions(RuleBasedStateMachine):
         theirs = w.state(c / "repo", c / "home", c / "out", w.worktree(c))
         assert mine["replace refs"] == "", f"a replace ref outlived the session:\n{mine['replace refs']}\n{w.said}"
         assert "[exit" not in str(mine["commit-graph"]), f"a forged commit-graph outlived the session:\n{w.said}"
+        assert "hash mismatch" not in str(mine["fsck"]), f"a forged object outlived the session:\n{w.said}"
         for key in mine:
             assert mine[key] == theirs[key], f"{w.said}\n{key} differs from the control after {actions} (done: {done})"
 
@@ -671,6 +752,17 @@ def test_no_session_can_unhide_a_secret_or_change_the_repository_unlike_the_cont
 # What `make fuzz` (and the red teams) found, shrunk: (where, actions) per session, replayed as they are on every
 # backend and identity.
 COUNTEREXAMPLES = {
+    # the fiftieth red team's F1 and F2, each followed by sessions that commit on what the end left
+    "a subtree object forged, then sessions commit": [
+        ("", [FORGE_SUBTREE]),
+        ("", ["git commit -qam m"]),
+        ("wt", ["git add -A"]),
+    ],
+    "the index's cached trees forged, then sessions commit": [
+        ("", [FORGE_CACHED_TREES]),
+        ("wt", [FORGE_CACHED_TREES]),
+        ("", ["git commit -qam m", FORGE_CACHED_TREES]),
+    ],
     # the clone's session moved the project's svc/ (which it does not hide) out of the project: the project's next
     # launch found the recorded directory nowhere, and no log of its own named it
     "a clone's session carries the project's hidden directory out": [

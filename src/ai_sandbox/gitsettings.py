@@ -607,7 +607,7 @@ def _restore_one(g: Guarded, pid: int, common: str, root: str) -> list[str]:
         # a directory on the way was swapped for a link (`mv .git x; ln -s ~/.ssh .git`): not followed
         raise OSError(0, "a directory on its path was replaced during the session")
     link, data = _read(g.path)
-    if link == g.link and data == g.data:
+    if link == g.link and data == g.data and not (link is None and _blocks(g.path)):
         return []
     if not g.config and link is None and g.link is None and _a_worktrees_own(g.path, data):
         return []  # `git worktree add` by the session: its commondir names the common directory, as git writes it
@@ -642,6 +642,16 @@ def _restore_one(g: Guarded, pid: int, common: str, root: str) -> list[str]:
         said = printable(k) + ("" if where == "config" else f" in {printable(where)}")
         out.append(f"{said} (it was {printable(str(was[-1]))!r})" if was else said)
     return out
+
+
+def _blocks(path: str) -> bool:
+    """A FIFO, socket or device at path, which git opens as the file it reads there (a FIFO the session left at
+    `objects/info/alternates` hung the user's git, and read as no file it was left: fiftieth red team, F5)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
 
 
 def _in_work(config: str, value: str | None, root: str, common: str) -> bool:

@@ -895,3 +895,18 @@ def test_a_commit_graph_behind_a_link_the_session_made_is_named_not_followed(ws)
     assert (ws.repo / ".git" / "objects" / "i2" / "commit-graph").is_file()
     said = [line for line in res.err.splitlines() if "commit-graph" in line]
     assert len(said) == 1 and "is a link" in said[0] and "objects/info" in said[0], res.err
+
+
+@pytest.mark.parametrize("where", [".git/objects/info/alternates", ".git/info/grafts", ".git/commondir"])
+def test_a_fifo_the_session_leaves_at_a_file_git_reads_is_moved_aside(ws, where):
+    """Fiftieth red team, F5: a FIFO the session left at `objects/info/alternates` (a file git opens and reads) hung
+    the user's next git, and nothing was said: it read as no file, as at the launch. It is moved aside, named."""
+    _repo(ws)
+    res = ws.run("--", "sh", "-c", f"rm -f {where} && mkfifo {where} && echo done")
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
+    assert not os.path.lexists(ws.repo / where)
+    proc = subprocess.run(
+        ["timeout", "20", "git", "-c", "safe.directory=*", "status"], cwd=ws.repo, capture_output=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert where.split("/")[-1] in res.err and "removed: the launch found none" in res.err, res.err

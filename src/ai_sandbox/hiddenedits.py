@@ -93,8 +93,8 @@ def look(root: str, trees: Iterable[Tree]) -> list[Look]:
         path = os.path.join(root, t.prefix).rstrip("/") or "/"
         own = git_dir_of(path)
         then = _read(os.path.join(own or os.path.join(path, ".git"), "index"))
-        refs = listed(path)
         common = common_dir(own) if own else ""
+        refs = listed(path, common)
         graphs = commitgraph.look(common, root) if own else None
         ident, gitdir = tree_id(path), gitdir_id(path)
         index, shared = index_look(path), _shared(path)

@@ -30,13 +30,14 @@ def _common(tree: str) -> str:
     return common_dir(own) if own else ""
 
 
-def listed(tree: str) -> Refs | None:
-    """The replace refs of the work tree's repository as git reads them; None when git cannot list them."""
+def listed(tree: str, common: str | None = None) -> Refs | None:
+    """The replace refs of the work tree's repository as git reads them; None when git cannot list them. common: its
+    common git directory, where the caller has it ("" where git finds none)."""
     from ai_sandbox.errors import SandboxError
     from ai_sandbox.git import QUICK
     from ai_sandbox.git.run import _run
 
-    common = _common(tree)
+    common = _common(tree) if common is None else common
     may = _may_hold(common) if common else True
     if may is None:
         return None

@@ -342,6 +342,7 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
     graphs: set[str] = set()  # object directories looked at (a repository's worktrees share one)
     stores: set[str] = set()
     wrote: list[str] = []  # the work trees whose index the session wrote: its caches are dropped last
+    objects: list[tuple[Look, str]] = []  # then the object files are read (what a session wrote: it may be long)
     for lk in looks:
         where = moved.get(lk.tree)
         if where is None:
@@ -359,10 +360,7 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
                 commitgraph.undo(lk.graphs, lk.tree, where, graphs)
             except (OSError, ValueError) as e:
                 say_line(f"could not look for the commit-graph files the session changed in {where}: {_why(e)}")
-            try:
-                objectstore.undo(lk.stores, lk.tree, where, lk.since, stores)
-            except (PolicyError, OSError, ValueError) as e:
-                say_line(f"could not look for the object files the session forged in {where}: {_why(e)}")
+            objects.append((lk, where))
         shared = _shared(where)
         if where == lk.tree and index_look(where) == lk.index and shared == lk.shared:
             continue  # the index file was not written, nor a split index's shared part
@@ -401,13 +399,18 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
                 found = compare(before, now, present, ours.get(lk.tree, set()) | ours.get(where, set()))
                 _apply(env, where, found, deadline)
     for where in wrote:  # after every write of git's above, which keeps the caches of what it did not touch
-        why = indexcache.drop(git.git_dir_of(where) or os.path.join(where, ".git"), deadline)
+        why = indexcache.drop(git.git_dir_of(where) or os.path.join(where, ".git"), deadline, where)
         if why:
             say_line(
                 f"could not drop the cached trees from git's index in {where} ({why}): the session may have forged "
                 "them to hide its staged edits from `git status`; `git ls-files -s` against `git ls-tree -r HEAD` "
                 "shows what is staged"
             )
+    for lk, where in objects:
+        try:
+            objectstore.undo(lk.stores, lk.tree, where, lk.since, stores)
+        except (PolicyError, OSError, ValueError) as e:
+            say_line(f"could not look for the object files the session forged in {where}: {_why(e)}")
 
 
 def _replaced(lk: Look, where: str | None) -> None:

@@ -41,7 +41,7 @@ def layout(data: bytes, hashlen: int) -> tuple[list[int], list[tuple[bytes, int,
         for _ in range(count):
             starts.append(pos)
             flags = struct.unpack_from(">H", data, pos + 40 + hashlen)[0]
-            p = pos + 42 + hashlen + (2 if version >= 3 and flags & 0x4000 else 0)
+            p = pos + 42 + hashlen + (2 if flags & 0x4000 else 0)  # git reads the extended flags in any version
             if version == 4:
                 while data[p] & 0x80:  # the varint of how much of the previous name to drop
                     p += 1
@@ -54,28 +54,32 @@ def layout(data: bytes, hashlen: int) -> tuple[list[int], list[tuple[bytes, int,
     except (IndexError, ValueError, struct.error):
         return None
     exts = []
-    while pos < end:
-        if pos + 8 > end:
-            return None
+    while pos + 8 <= end:  # as git reads them: fewer than 8 bytes left before the checksum are no extension
         size = struct.unpack_from(">I", data, pos + 4)[0]
         if pos + 8 + size > end:
             return None
         exts.append((data[pos : pos + 4], pos, pos + 8 + size))
         pos += 8 + size
+    if pos < end:
+        exts.append((b"", pos, end))  # git's loop stops short of them: kept as they are
     return starts, exts
+
+
+class Unreadable(ValueError):
+    """An index file this module cannot read as git does."""
 
 
 def strip(data: bytes, written: int) -> bytes | None:
     """data without the caches (the module's docstring), its racily clean entries smudged as git does, its checksum
     made anew (kept all zero where git skipped it); None when there is nothing to drop, or data is not an index this
-    can read (a sparse one). written: the index file's mtime in seconds (git built without nanoseconds compares
-    those: the wider test)."""
+    needs them (a sparse one); Unreadable when data is not an index this can read. written: the index file's mtime
+    in seconds (git built without nanoseconds compares those: the wider test)."""
     for hashlen in (20, 32):
         found = layout(data, hashlen)
         if found is not None:
             break
     else:
-        return None
+        raise Unreadable("not an index file git writes")
     starts, exts = found
     names = {name for name, _, _ in exts}
     if not names & _DROP or _SPARSE in names:
@@ -94,16 +98,37 @@ def strip(data: bytes, written: int) -> bytes | None:
     return bytes(out + (hashlib.sha1 if hashlen == 20 else hashlib.sha256)(out).digest())
 
 
-def drop(gitdir: str, deadline: float) -> str | None:
+def drop(gitdir: str, deadline: float, tree: str = "") -> str | None:
     """Drop the caches from the index file in gitdir, under git's index.lock (waited for until deadline); None when
-    done or nothing was there, else why not."""
+    done or nothing was there, else why not. An index in a form git reads and this does not (bytes git skips, a flag
+    git takes in any version: fifty-second red team, F1) is first written anew by git in tree (its work tree): never
+    left unread and unsaid."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         d = os.open(gitdir, flags)
     except OSError as e:
         return e.strerror or str(e)
     try:
-        return _drop(d, deadline)
+        try:
+            return _drop(d, deadline)
+        except Unreadable:
+            if not tree:
+                return "git's index there is in a form ai-sandbox cannot read"
+        from ai_sandbox.errors import SandboxError
+        from ai_sandbox.git.run import _run
+
+        try:
+            proc = _run(
+                ["update-index", "-q", "--force-write-index"], tree, timeout=max(1.0, deadline - time.monotonic())
+            )
+        except SandboxError as e:
+            return e.message
+        if proc.returncode != 0:
+            return os.fsdecode(proc.stderr).strip().splitlines()[0] if proc.stderr.strip() else "git could not write it"
+        try:
+            return _drop(d, deadline)
+        except Unreadable:
+            return "git's index there is in a form ai-sandbox cannot read, even as git writes it"
     finally:
         os.close(d)
 
@@ -144,7 +169,7 @@ def _drop(d: int, deadline: float) -> str | None:
         return None
     except OSError as e:
         return e.strerror or str(e) if e.errno != errno.ENOENT else None
-    finally:
+    finally:  # (Unreadable passes through: the lock is given up for git's own write)
         os.close(lock)
         if not done:
             with contextlib.suppress(OSError):

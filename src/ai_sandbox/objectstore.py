@@ -28,7 +28,7 @@ Ident = tuple[int, int]  # (device, inode); (0, 0): not there
 Stores = dict[str, tuple[Ident, Ident]]  # object directory (real path at the launch) -> it, its pack directory
 _FAN = re.compile(r"[0-9a-f]{2}")
 _LOOSE = re.compile(r"[0-9a-f]{38}|[0-9a-f]{62}")
-_PACK = re.compile(r"pack-[0-9a-f]{40,64}\.(idx|pack)")
+_PACK = re.compile(r".+\.(idx|pack)", re.DOTALL)  # git loads every .idx there, whatever its name (red team 52, F2)
 _MIDX = re.compile(r"multi-pack-index(-[0-9a-f]{40,64}\.(bitmap|rev))?")
 _TYPES = (b"blob ", b"tree ", b"commit ", b"tag ")
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -48,26 +48,57 @@ def look(dirs: list[str]) -> Stores:
     return {d: (_ident(d), _ident(os.path.join(d, "pack"))) for d in dirs}
 
 
-def sound(fd: int, name: str) -> bool:
-    """Whether the regular file fd holds, zlib-compressed, an object git would name `name` (hex, no slash)."""
+class OutOfTime(Exception):
+    """The end's budget ran out while an object was read."""
+
+
+def sound(fd: int, name: str, deadline: float = float("inf")) -> bool:
+    """Whether the regular file fd holds, zlib-compressed, an object git would name `name` (hex, no slash). Inflated
+    a megabyte at a time, never past the size its header gives (a zlib bomb inflated ~1 GB per MB read and held the
+    end for minutes: fifty-second red team, F3); OutOfTime past the deadline."""
     import hashlib
     import zlib
 
     h = hashlib.sha1() if len(name) == 40 else hashlib.sha256()
     inflate = zlib.decompressobj()
     head = b""
+    limit = -1  # the inflated size the header allows, once read
+    total = 0
     try:
         while chunk := os.read(fd, 1 << 20):
-            out = inflate.decompress(chunk)
-            if len(head) < 32:
-                head += out[:32]
-            h.update(out)
+            while chunk:
+                if time.monotonic() > deadline:
+                    raise OutOfTime
+                out = inflate.decompress(chunk, 1 << 20)
+                chunk = inflate.unconsumed_tail
+                total += len(out)
+                if limit < 0:
+                    head += out[: 64 - len(head)] if len(head) < 64 else b""
+                    limit = _limit(head)
+                    if limit == -2 or (limit == -1 and len(head) >= 64):
+                        return False  # no header git writes
+                if limit >= 0 and total > limit:
+                    return False
+                h.update(out)
+                if inflate.eof:
+                    break
             if inflate.eof:
                 break
-        h.update(inflate.flush())
     except zlib.error:
         return False
-    return inflate.eof and not inflate.unused_data and head.startswith(_TYPES) and h.hexdigest() == name
+    return inflate.eof and not inflate.unused_data and total == limit and h.hexdigest() == name
+
+
+def _limit(head: bytes) -> int:
+    """The inflated size an object's header allows (`TYPE SIZE\\0` and SIZE bytes); -1: not all read yet; -2: no
+    header git writes."""
+    end = head.find(b"\0")
+    if end < 0:
+        return -1
+    kind, _, size = head[:end].partition(b" ")
+    if kind + b" " not in _TYPES or not size.isdigit() or (len(size) > 1 and size.startswith(b"0")):
+        return -2
+    return end + 1 + int(size)
 
 
 class _Found:
@@ -95,7 +126,12 @@ def _loose(objects: int, since: int, whole: bool, deadline: float, found: _Found
                 if time.monotonic() > deadline:
                     found.unchecked += 1
                     continue
-                if not _loose_sound(sub, n, fan + n):
+                try:
+                    good = _loose_sound(sub, n, fan + n, deadline)
+                except OutOfTime:
+                    found.unchecked += 1
+                    continue
+                if not good:
                     _unlink(n, sub, found, f"{fan}/{n}")
         finally:
             os.close(sub)
@@ -108,7 +144,7 @@ def _changed(e: os.DirEntry[str], since: int) -> bool:
         return False
 
 
-def _loose_sound(sub: int, name: str, full: str) -> bool:
+def _loose_sound(sub: int, name: str, full: str, deadline: float) -> bool:
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=sub)
     except FileNotFoundError:
@@ -116,7 +152,7 @@ def _loose_sound(sub: int, name: str, full: str) -> bool:
     except OSError:
         return False  # a link (git would follow it), a FIFO it would block on
     try:
-        return stat.S_ISREG(os.fstat(fd).st_mode) and sound(fd, full)
+        return stat.S_ISREG(os.fstat(fd).st_mode) and sound(fd, full, deadline)
     finally:
         os.close(fd)
 
@@ -143,13 +179,15 @@ def _packs(objects: int, since: int, whole: bool) -> tuple[list[str], list[str],
         return [], [], -1
     changed: set[str] = set()
     caches: list[str] = []
+    names: set[str] = set()
     with os.scandir(pack) as it:
         for e in it:
+            names.add(e.name)
             if _PACK.fullmatch(e.name) and (whole or _changed(e, since)):
                 changed.add(e.name.rsplit(".", 1)[0])
             elif _MIDX.fullmatch(e.name) and (whole or _changed(e, since)):
                 caches.append(e.name)
-    return sorted(changed), sorted(caches), pack
+    return sorted(p for p in changed if f"{p}.idx" in names), sorted(caches), pack  # git reads a pack by its .idx
 
 
 def undo(before: Stores | None, then: str, now: str, since: int, done: set[str]) -> None:
@@ -208,7 +246,7 @@ def undo(before: Stores | None, then: str, now: str, since: int, done: set[str])
 def _verify(objects: str, packs: list[str], deadline: float) -> tuple[list[str], list[str]]:
     """The packs `git verify-pack` fails (their index names an object by what it does not hold), and those left
     unchecked when the budget ran out."""
-    from ai_sandbox.errors import PolicyError
+    from ai_sandbox.errors import SandboxError
     from ai_sandbox.git.run import _run
 
     bad: list[str] = []
@@ -220,7 +258,7 @@ def _verify(objects: str, packs: list[str], deadline: float) -> tuple[list[str],
             continue
         try:
             proc = _run(["verify-pack", os.path.join(objects, "pack", f"{p}.idx")], objects, timeout=remaining)
-        except PolicyError:  # timed out: said as unchecked
+        except SandboxError:  # timed out: said as unchecked
             left.append(p)
             continue
         if proc.returncode != 0:

@@ -4,7 +4,9 @@ less the caches (the forgery through the sandbox: tests/security/test_forged_obj
 
 from __future__ import annotations
 
+import hashlib
 import os
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -104,9 +106,69 @@ def test_an_index_git_wrote_no_checksum_for_keeps_none(tmp_path):
     assert new[-20:] == bytes(20) and new[:-20] == plain[:-20] and plain[-20:] != bytes(20)
 
 
-def test_what_is_not_an_index_is_left(tmp_path):
+def test_what_is_not_an_index_is_unreadable(tmp_path):
     for data in (b"", b"DIRC", b"DIRC\0\0\0\2\0\0\0\5" + bytes(40), b"not an index at all" * 10):
-        assert indexcache.strip(data, 0) is None
+        with pytest.raises(indexcache.Unreadable):
+            indexcache.strip(data, 0)
+
+
+def _resum(data: bytes) -> bytes:
+    return data[:-20] + hashlib.sha1(data[:-20]).digest()
+
+
+@pytest.mark.parametrize("pad", [1, 4, 7])
+def test_bytes_git_skips_before_the_checksum_do_not_keep_the_caches(tmp_path, pad):
+    """Fifty-second red team, F1a: git's extension loop stops with fewer than 8 bytes left before the checksum, and
+    reads the index; the parser refused it, and the forged cached trees stayed, unsaid."""
+    r = _make(tmp_path)
+    index = r / ".git" / "index"
+    index.write_bytes(_resum(index.read_bytes()[:-20] + bytes(pad) + bytes(20)))
+    before = _listing(r)  # git reads it
+    assert indexcache.drop(str(r / ".git"), time.monotonic() + 1) is None
+    assert b"TREE" not in index.read_bytes() and _listing(r) == before
+
+
+def test_an_extended_flag_in_a_version_2_entry_is_read_as_git_reads_it(tmp_path):
+    """Fifty-second red team, F1b: git reads an entry's extended flags in any version; the parser looked for them
+    from version 3 only, lost its way, and left the forged cached trees."""
+    r = _make(tmp_path)
+    _git(r, "rm", "-q", "--cached", "new")  # no intent-to-add entry: git writes version 2
+    index = r / ".git" / "index"
+    data = bytearray(index.read_bytes())
+    assert data[4:8] == b"\0\0\0\2"
+    pos = 12  # the first entry: its flags get the extended bit, two zero bytes of extended flags after them
+    flags = struct.unpack_from(">H", data, pos + 60)[0]
+    name = data.index(b"\0", pos + 62) - (pos + 62)
+    old_len, new_len = (62 + name + 8) & ~7, (64 + name + 8) & ~7
+    entry = (
+        bytes(data[pos : pos + 60]) + struct.pack(">HH", flags | 0x4000, 0) + bytes(data[pos + 62 : pos + 62 + name])
+    )
+    entry += bytes(new_len - len(entry))
+    index.write_bytes(_resum(bytes(data[:pos]) + entry + bytes(data[pos + old_len :])))
+    before = _listing(r)
+    assert indexcache.drop(str(r / ".git"), time.monotonic() + 1) is None
+    assert b"TREE" not in index.read_bytes() and _listing(r) == before
+
+
+def test_an_index_this_cannot_read_is_written_by_git_first(tmp_path, monkeypatch):
+    """Whatever form git reads and this does not: git writes the index anew, then the caches are dropped; where even
+    that fails, the reason is said (never nothing)."""
+    r = _make(tmp_path)
+    real = indexcache.strip
+    calls = []
+
+    def once(data: bytes, written: int) -> bytes | None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise indexcache.Unreadable("as if")
+        return real(data, written)
+
+    monkeypatch.setattr(indexcache, "strip", once)
+    assert indexcache.drop(str(r / ".git"), time.monotonic() + 5, str(r)) is None
+    assert len(calls) == 2 and b"TREE" not in (r / ".git" / "index").read_bytes()
+    monkeypatch.setattr(indexcache, "strip", lambda data, written: (_ for _ in ()).throw(indexcache.Unreadable("x")))
+    why = indexcache.drop(str(r / ".git"), time.monotonic() + 5, str(r))
+    assert why is not None and "cannot read" in why
 
 
 def test_a_sparse_index_is_left(tmp_path):

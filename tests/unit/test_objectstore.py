@@ -134,3 +134,68 @@ def test_a_link_for_the_object_directory_is_named_not_followed(repo, tmp_path, c
     os.symlink("o2", objects)
     err = _end(repo, before, since, capsys)
     assert "did not check" in err and "a link" in err, err
+
+
+@pytest.mark.parametrize("name", ["evil", "pack-" + "AB" * 20, "pack-x\nnewline"])
+def test_a_pack_by_any_name_is_checked(repo, capsys, name):
+    """Fifty-second red team, F2: git loads every .idx in objects/pack, whatever its name; one named `evil.idx`
+    (or in capitals) was never checked, and its lie hid the staged edit."""
+    old = _git(repo, "rev-parse", "HEAD:d")
+    (repo / "d" / "a").write_text("evil\n")
+    _git(repo, "add", "d")
+    new = _git(repo, "write-tree", "--prefix=d/")
+    before = objectstore.look([_objects(repo)])
+    since = time.time_ns() - 10_000_000
+    base = repo / ".git" / "objects" / "pack" / "pack"
+    cmd = ["git", "-C", str(repo), "pack-objects", "-q", str(base)]
+    made = subprocess.run(cmd, input=new + "\n", capture_output=True, text=True, check=True).stdout.strip()
+    for ext in ("pack", "idx"):
+        os.rename(f"{base}-{made}.{ext}", base.parent / f"{name}.{ext}")
+    _forge_idx(base.parent / f"{name}.idx", old, new)
+    err = _end(repo, before, since, capsys)
+    assert "removed the index of packs" in err, err
+    assert not (base.parent / f"{name}.idx").exists() and (base.parent / f"{name}.pack").exists()
+
+
+def _bomb(path: Path, megabytes: int) -> None:
+    """A loose object's file that inflates ~1,000-fold: a blob header claiming 1 byte, then zeros."""
+    z = zlib.compressobj(9)
+    zeros = bytes(1 << 20)
+    head = z.compress(b"blob 1\0x") + z.compress(zeros) + z.flush(zlib.Z_FULL_FLUSH)
+    block = z.compress(zeros) + z.flush(zlib.Z_FULL_FLUSH)  # after a full flush, each block's bytes are the same
+    path.write_bytes(head + block * ((megabytes << 20) // len(block)) + z.flush())
+
+
+def test_a_zlib_bomb_is_read_no_further_than_its_header_says(repo, capsys):
+    """Fifty-second red team, F3: a loose object inflating ~1 GB per MB held the end for minutes (5 min 18 s for
+    100 MB). Inflating stops past the size the header gives."""
+    before = objectstore.look([_objects(repo)])
+    since = time.time_ns() - 10_000_000
+    fan = repo / ".git" / "objects" / "00"
+    fan.mkdir(exist_ok=True)
+    _bomb(fan / ("0" * 38), 4)
+    start = time.monotonic()
+    err = _end(repo, before, since, capsys)
+    assert time.monotonic() - start < 5, err  # it took 17.5 s for 4 MB
+    assert "removed object files" in err and "00/" + "0" * 38 in err
+
+
+def test_an_object_past_the_budget_is_said_unchecked(repo, capsys, monkeypatch):
+    before = objectstore.look([_objects(repo)])
+    since = time.time_ns() - 10_000_000
+    (repo / "b").write_text("b\n" * 1000)
+    _git(repo, "add", "b")
+    monkeypatch.setattr(objectstore, "BUDGET", -1.0)
+    err = _end(repo, before, since, capsys)
+    assert "did not finish checking" in err and " loose, 0 packs left" in err, err
+
+
+def test_sound_refuses_what_git_would_not_write(tmp_path):
+    f = tmp_path / "o"
+    for raw in (b"blob 01\0x", b"blob x\0x", b"thing 1\0x", b"blob 2\0x", b"blob 1\0xy", b"blob" + b"1" * 100):
+        f.write_bytes(zlib.compress(raw))
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            assert objectstore.sound(fd, hashlib.sha1(raw).hexdigest()) is False, raw
+        finally:
+            os.close(fd)

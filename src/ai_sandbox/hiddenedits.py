@@ -74,6 +74,8 @@ class Look:
     graphs: Graphs | None  # the repository's commit-graph files then (commitgraph.py)
     since: int  # when the launch looked (time.time_ns): a lock file made after it is the session's (replacerefs.py)
     stores: Stores | None  # the object directories then (objectstore.py)
+    common: str = ""  # the common git directory it had (real path): a git directory the session swapped in there
+    # is looked at too (fifty-third red team, F2 and F3)
     scanned: bool = True  # False: another checkout of a scanned repository, its index in the git directory the
     # session can write (listing empty: the marks then are read from the copy at the end)
 
@@ -99,7 +101,7 @@ def look(root: str, trees: Iterable[Tree]) -> list[Look]:
         ident, gitdir = tree_id(path), gitdir_id(path)
         index, shared = index_look(path), _shared(path)
         stores = objectstore.look(list(graphs)) if graphs else None
-        out.append(Look(path, t.scan._index, ident, gitdir, index, then, shared, refs, graphs, since, stores))
+        out.append(Look(path, t.scan._index, ident, gitdir, index, then, shared, refs, graphs, since, stores, common))
         if common:
             commons.setdefault(common, None)
     seen = {lk.tree for lk in out}
@@ -110,7 +112,7 @@ def look(root: str, trees: Iterable[Tree]) -> list[Look]:
             seen.add(tree)
             then = _read(os.path.join(own, "index"))
             ident, gitdir, index, shared = tree_id(tree), gitdir_id(tree), index_look(tree), _shared(tree)
-            out.append(Look(tree, b"", ident, gitdir, index, then, shared, None, None, since, None, scanned=False))
+            out.append(Look(tree, b"", ident, gitdir, index, then, shared, None, None, since, None, common, False))
     return out
 
 
@@ -349,8 +351,10 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             where = lk.tree if lk.ident and tree_id(lk.tree) == lk.ident else None
         if where != lk.tree:
             _replaced(lk, where)
-        if where is None or (lk.gitdir and gitdir_id(where) != lk.gitdir):
-            continue  # gone, or another repository in its place: nothing of this index is reachable there
+        if where is None:
+            continue  # gone: nothing of this index is reachable
+        if lk.gitdir and gitdir_id(where) != lk.gitdir and not _swapped(lk, where, root):
+            continue  # another repository's git directory: nothing of this index is there
         if lk.scanned:  # what lies in the common git directory: looked at once, from a scanned checkout
             try:
                 undo(where, lk.replaced, lk.since)
@@ -429,6 +433,29 @@ def _replaced(lk: Look, where: str | None) -> None:
         "session's, whose hooks and settings your git there would run as yours; remove it"
         + (f" and move {printable(where)} back" if where else "")
     )
+
+
+def _swapped(lk: Look, where: str, root: str) -> bool:
+    """The work tree is where it was, its git directory is not the launch's: whether it is one the session could
+    make (in the project or the repository's common git directory: a linked worktree's `.git/worktrees/NAME`, which
+    is no mount point, replaced by a copy; its index then held a forged mark, and every end check was skipped:
+    fifty-third red team, F2 and F3), said either way. Such a one is looked at as the launch's was."""
+    from ai_sandbox.fs import inside, printable
+    from ai_sandbox.git import git_dir_of
+    from ai_sandbox.skipworktree import say_line
+
+    now = git_dir_of(where)
+    ours = bool(now) and (inside(now, os.path.realpath(root)) or bool(lk.common) and inside(now, lk.common))
+    say_line(
+        f"the git directory of {printable(where)} is not the one the launch found"
+        + (f" ({printable(now)})" if now else "")
+        + (
+            ": the session replaced it; it was looked at as the launch's"
+            if ours
+            else ": it lies outside the project, and was not looked at; check it before you run git there"
+        )
+    )
+    return ours
 
 
 def _then(lk: Look, where: str) -> bytes | None:

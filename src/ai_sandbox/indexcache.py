@@ -6,8 +6,11 @@ cache (`UNTR`) can hide a planted untracked file in the same way, and the fsmoni
 files it marks as unchanged.
 
 git writes them again as it goes (`git commit` the cached trees, `git status` the others where configured); dropped,
-they cost a slower first command. Everything else in the file is kept byte for byte, but for one thing git itself
-does when it writes the index: an entry whose file changed in the same instant as the index was written (racily
+they cost a slower first command. So are the extensions git skips (an unknown optional one, bytes short of one) or
+reads only to go faster (the offset tables of a threaded read): a forged `TREE` inside an unknown extension, which
+a trailing end-of-entries extension pointed git's threaded read at, was kept (fifty-third red team, F1). The entries
+and the extensions that are no cache (a split index's link, resolve-undo, a sparse index's mark) are kept byte for
+byte, but for one thing git itself does when it writes the index: an entry whose file changed in the same instant as the index was written (racily
 clean) gets its size cleared, so that git reads the file rather than trust a stat the new file's later time would
 make look settled.
 """
@@ -22,7 +25,11 @@ import stat
 import struct
 import time
 
-_DROP = frozenset({b"TREE", b"UNTR", b"FSMN", b"EOIE"})  # EOIE lists the others' names: stale once they go
+# What is kept: the split index's link, the resolve-undo entries, the sparse index's mark; and an extension git does
+# not know and must not ignore (its name starts with no capital: git refuses the index, loudly). Every other is a
+# cache or one git skips (an unknown optional extension could carry a forged TREE that a trailing EOIE points git at:
+# fifty-third red team, F1), dropped.
+_KEEP = frozenset({b"link", b"REUC", b"sdir"})
 _SPARSE = b"sdir"  # a sparse index: its directory entries need the cached trees
 
 
@@ -69,11 +76,28 @@ class Unreadable(ValueError):
     """An index file this module cannot read as git does."""
 
 
+def _kept(name: bytes) -> bool:
+    return name in _KEEP or (name != b"" and not b"A" <= name[:1] <= b"Z")
+
+
+def _eoie(data: bytes, hashlen: int, exts: list[tuple[bytes, int, int]], entries_end: int) -> None:
+    """Unreadable where the bytes before the checksum read as an end-of-index-entries extension other than a true
+    one: git, reading with threads (`index.threads`), takes the extensions from where that one says."""
+    size = 4 + hashlen
+    at = len(data) - hashlen - 8 - size
+    if at < 12 or data[at : at + 4] != b"EOIE" or struct.unpack_from(">I", data, at + 4)[0] != size:
+        return
+    true = bool(exts) and exts[-1][0] == b"EOIE" and exts[-1][1] == at
+    if not true or struct.unpack_from(">I", data, at + 8)[0] != entries_end:
+        raise Unreadable("an end-of-entries extension that points git elsewhere")
+
+
 def strip(data: bytes, written: int) -> bytes | None:
-    """data without the caches (the module's docstring), its racily clean entries smudged as git does, its checksum
-    made anew (kept all zero where git skipped it); None when there is nothing to drop, or data is not an index this
-    needs them (a sparse one); Unreadable when data is not an index this can read. written: the index file's mtime
-    in seconds (git built without nanoseconds compares those: the wider test)."""
+    """data without the caches and the extensions git skips (the module's docstring), its racily clean entries
+    smudged as git does, its checksum made anew (kept all zero where git skipped it); None when there is nothing to
+    drop, or the index is sparse (its directory entries need the cached trees); Unreadable when data is not an index
+    this reads as git does. written: the index file's mtime in seconds (git built without nanoseconds compares
+    those: the wider test)."""
     for hashlen in (20, 32):
         found = layout(data, hashlen)
         if found is not None:
@@ -81,21 +105,25 @@ def strip(data: bytes, written: int) -> bytes | None:
     else:
         raise Unreadable("not an index file git writes")
     starts, exts = found
-    names = {name for name, _, _ in exts}
-    if not names & _DROP or _SPARSE in names:
+    entries_end = exts[0][1] if exts else len(data) - hashlen
+    _eoie(data, hashlen, exts, entries_end)
+    if _SPARSE in {name for name, _, _ in exts} or all(_kept(name) for name, _, _ in exts):
         return None
-    out = bytearray(data[: exts[0][1] if exts else len(data) - hashlen])
+    out = bytearray(data[:entries_end])
     for pos in starts:
         mtime, mode = struct.unpack_from(">I", out, pos + 8)[0], struct.unpack_from(">I", out, pos + 24)[0]
         if mode & 0o170000 != 0o160000 and mtime >= written:  # git's racy check (gitlinks are never racy)
             struct.pack_into(">I", out, pos + 36, 0)
     for name, start, end in exts:
-        if name not in _DROP:
+        if _kept(name):
             out += data[start:end]
     trailer = data[len(data) - hashlen :]
     if trailer == bytes(hashlen):  # index.skipHash: git wrote none and checks none
-        return bytes(out + trailer)
-    return bytes(out + (hashlib.sha1 if hashlen == 20 else hashlib.sha256)(out).digest())
+        new = bytes(out + trailer)
+    else:
+        new = bytes(out + (hashlib.sha1 if hashlen == 20 else hashlib.sha256)(out).digest())
+    _eoie(new, hashlen, [], entries_end)  # what is kept may end in bytes that read as one
+    return new
 
 
 def drop(gitdir: str, deadline: float, tree: str = "") -> str | None:

@@ -106,6 +106,7 @@ class _Found:
         self.removed: list[str] = []  # loose objects (and links) removed, as "ab/cdef…"
         self.unchecked = 0  # left when the budget ran out
         self.failed = ""  # why one could not be removed
+        self.odd: list[str] = []  # pack files that were no regular file, removed
 
 
 def _loose(objects: int, since: int, whole: bool, deadline: float, found: _Found) -> None:
@@ -118,7 +119,10 @@ def _loose(objects: int, since: int, whole: bool, deadline: float, found: _Found
         if not stat.S_ISDIR(st.st_mode):
             continue
         every = whole or st.st_ctime_ns >= since  # made, or moved in, during the session: its files kept their times
-        sub = os.open(fan, _DIR, dir_fd=objects)
+        try:
+            sub = os.open(fan, _DIR, dir_fd=objects)
+        except FileNotFoundError:  # removed meanwhile (your own `git gc`): nothing left there to read
+            continue
         try:
             with os.scandir(sub) as it:
                 names = [e.name for e in it if _LOOSE.fullmatch(e.name) and (every or _changed(e, since))]
@@ -157,7 +161,7 @@ def _loose_sound(sub: int, name: str, full: str, deadline: float) -> bool:
         os.close(fd)
 
 
-def _unlink(name: str, directory: int, found: _Found, shown: str) -> None:
+def _unlink(name: str, directory: int, found: _Found, shown: str, into: list[str] | None = None) -> None:
     try:
         os.unlink(name, dir_fd=directory)
     except FileNotFoundError:
@@ -167,10 +171,10 @@ def _unlink(name: str, directory: int, found: _Found, shown: str) -> None:
             return
         found.failed = f"{shown}: {e.strerror or e}"
         return
-    found.removed.append(shown)
+    (found.removed if into is None else into).append(shown)
 
 
-def _packs(objects: int, since: int, whole: bool) -> tuple[list[str], list[str], int]:
+def _packs(objects: int, since: int, whole: bool, found: _Found) -> tuple[list[str], list[str], int]:
     """The packs (by base name) whose index or data changed, and the multi-pack-index files that did; and the pack
     directory's descriptor (-1: none)."""
     try:
@@ -180,13 +184,20 @@ def _packs(objects: int, since: int, whole: bool) -> tuple[list[str], list[str],
     changed: set[str] = set()
     caches: list[str] = []
     names: set[str] = set()
+    odd: list[str] = []  # a FIFO (or a link, a device) as a pack file: verify-pack and the user's git block on it
     with os.scandir(pack) as it:
         for e in it:
             names.add(e.name)
             if _PACK.fullmatch(e.name) and (whole or _changed(e, since)):
+                if not e.is_file(follow_symlinks=False):
+                    odd.append(e.name)
+                    continue
                 changed.add(e.name.rsplit(".", 1)[0])
             elif _MIDX.fullmatch(e.name) and (whole or _changed(e, since)):
                 caches.append(e.name)
+    for n in odd:  # removed, and named with the forged objects (fifty-third red team, F4: a FIFO .idx hung both)
+        names.discard(n)
+        _unlink(n, pack, found, f"pack/{n}", found.odd)
     return sorted(p for p in changed if f"{p}.idx" in names), sorted(caches), pack  # git reads a pack by its .idx
 
 
@@ -222,7 +233,7 @@ def undo(before: Stores | None, then: str, now: str, since: int, done: set[str])
             whole = (st.st_dev, st.st_ino) != was
             found = _Found()
             _loose(fd, since, whole, deadline, found)
-            packs, caches, pack = _packs(fd, since, whole or _ident(os.path.join(objects, "pack")) != packwas)
+            packs, caches, pack = _packs(fd, since, whole or _ident(os.path.join(objects, "pack")) != packwas, found)
             try:
                 bad, unchecked = _verify(objects, packs, deadline) if packs else ([], [])
                 for b in bad:
@@ -270,7 +281,7 @@ def _say(where: str, found: _Found, bad: list[str], caches: list[str], unchecked
     from ai_sandbox.fs import printable
     from ai_sandbox.skipworktree import say_line
 
-    forged = [r for r in found.removed if not r.startswith("pack/")]
+    forged = [r for r in found.removed if not r.startswith("pack/")] + found.odd
     if forged:
         names = ", ".join(printable(n) for n in forged[:3]) + (
             f" and {len(forged) - 3} more" if len(forged) > 3 else ""

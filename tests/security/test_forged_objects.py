@@ -106,9 +106,10 @@ def test_a_link_in_the_object_store_is_removed_not_followed(ws):
 
 # The index's cached-tree extension (TREE) rewritten so that every tree it names is HEAD's, its checksum made anew
 FORGE_TREE = r"""
-import hashlib, struct, subprocess
+import hashlib, os, struct, subprocess
 git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True, check=True).stdout.strip()
-data = bytearray(open(".git/index", "rb").read())
+index = os.environ.get("INDEX", ".git/index")
+data = bytearray(open(index, "rb").read())
 i = data.find(b"TREE", 12)
 size = struct.unpack(">I", data[i + 4 : i + 8])[0]
 body, out, p = bytes(data[i + 8 : i + 8 + size]), bytearray(), 0
@@ -125,7 +126,7 @@ def walk(prefix):
 walk("")
 data[i + 8 : i + 8 + size] = out
 data[-20:] = hashlib.sha1(bytes(data[:-20])).digest()
-open(".git/index", "wb").write(data)
+open(index, "wb").write(data)
 """
 
 
@@ -190,3 +191,77 @@ def test_a_mark_and_cached_trees_forged_in_another_checkouts_index_are_undone(ws
     assert _outside_git(ws, "status", "--porcelain", "-uno").stdout.splitlines() == ["MM d/a.txt"], res.err
     said = [line for line in res.err.splitlines() if "cleared git index marks" in line]
     assert len(said) == 1 and f"{ws.repo}," in said[0] and "assume-unchanged on d/a.txt" in said[0], res.err
+
+
+SWAP_ADMIN = "cp -a {gd} {gd}.new && mv {gd} {gd}.old && mv {gd}.new {gd} && rm -rf {gd}.old"
+
+
+def _worktree(ws):
+    wt = ws.base / "wt"
+    ws.git("worktree", "add", "-q", str(wt))
+    if ws.user:
+        subprocess.run(["chown", "-R", f"{ws.user.uid}:{ws.user.gid}", str(wt)], check=True)
+    return wt
+
+
+def test_a_linked_worktrees_git_directory_swapped_by_the_session_is_still_looked_at(ws):
+    """Fifty-third red team, F2: from the main checkout, the session replaced `.git/worktrees/wt` (no mount point)
+    with a copy, then staged content of its own in that copy's index, marked it and forged its cached trees: the end
+    took the copy for another repository and skipped it, silently, and the user's `commit -a` in the worktree took
+    the planted content. A git directory the session could make is looked at as the launch's, and named."""
+    _repo(ws)
+    wt = _worktree(ws)
+    gd = ws.repo / ".git" / "worktrees" / "wt"
+    script = (
+        f"{SWAP_ADMIN.format(gd=gd)} && cd {wt} && blob=$(echo planted | git hash-object -w --stdin) && "
+        "git update-index --cacheinfo 100644,$blob,d/a.txt && git update-index --assume-unchanged d/a.txt && "
+        'git write-tree >/dev/null && INDEX=$(git rev-parse --git-dir)/index python3 -c "$FORGE_TREE" && echo done'
+    )
+    res = ws.run(
+        "--",
+        "sh",
+        "-c",
+        script,
+        env={"FORGE_TREE": FORGE_TREE},
+    )
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
+    st = subprocess.run(
+        ["git", "-c", "safe.directory=*", "status", "--porcelain", "-uno"], cwd=wt, capture_output=True, text=True
+    )
+    assert st.stdout.splitlines() == ["MM d/a.txt"], (st.stdout, res.err)
+    assert any(
+        "is not the one the launch found" in ln and "looked at as the launch's" in ln for ln in res.err.splitlines()
+    ), res.err
+    assert any(
+        "cleared git index marks" in ln and "assume-unchanged on d/a.txt" in ln for ln in res.err.splitlines()
+    ), res.err
+
+
+def test_a_session_that_swaps_its_own_worktrees_git_directory_is_still_checked(ws):
+    """Fifty-third red team, F3: launched in a linked worktree, the session replaced its own `.git/worktrees/wt`
+    with a copy, and every end check of that checkout was skipped: the forged subtree object (fiftieth red team, F1)
+    hid its staged edit again. The repository's checks run whatever the checkout's git directory."""
+    _repo(ws)
+    wt = _worktree(ws)
+    gd = ws.repo / ".git" / "worktrees" / "wt"
+    swap = SWAP.replace(".git/objects", "$(git rev-parse --git-common-dir)/objects")
+    res = ws.run("--", "sh", "-c", f"{SWAP_ADMIN.format(gd=gd)} && {swap} && echo done", cwd=wt)
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
+    st = subprocess.run(
+        ["git", "-c", "safe.directory=*", "status", "--porcelain", "-uno"], cwd=wt, capture_output=True, text=True
+    )
+    assert st.returncode != 0 or st.stdout.splitlines() == ["M  d/a.txt"], (st.stdout, res.err)
+    assert "removed object files" in res.err, res.err
+
+
+def test_a_fifo_left_as_a_pack_index_is_removed_at_once(ws):
+    """Fifty-third red team, F4: a FIFO as a pack's .idx held the end's `git verify-pack` for its whole budget
+    (120 s), and stayed: the user's `git commit -a`, `fsck` and `gc` then hung on it. It is removed, and named."""
+    _repo(ws, packed=True)
+    script = "cd .git/objects/pack && cp $(ls pack-*.pack | head -1) pack-zz.pack && mkfifo pack-zz.idx && echo done"
+    res = ws.run("--", "sh", "-c", script)
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
+    assert not os.path.lexists(ws.repo / ".git" / "objects" / "pack" / "pack-zz.idx")
+    assert "pack/pack-zz.idx" in res.err and "did not finish" not in res.err, res.err
+    proc = subprocess.run(["timeout", "20", "git", "-c", "safe.directory=*", "fsck"], cwd=ws.repo, capture_output=True)
+    assert proc.returncode == 0, proc.stderr

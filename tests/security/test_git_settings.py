@@ -897,7 +897,9 @@ def test_a_commit_graph_behind_a_link_the_session_made_is_named_not_followed(ws)
     assert len(said) == 1 and "is a link" in said[0] and "objects/info" in said[0], res.err
 
 
-@pytest.mark.parametrize("where", [".git/objects/info/alternates", ".git/info/grafts", ".git/commondir"])
+@pytest.mark.parametrize(
+    "where", [".git/objects/info/alternates", ".git/info/grafts", ".git/info/attributes", ".git/commondir"]
+)
 def test_a_fifo_the_session_leaves_at_a_file_git_reads_is_moved_aside(ws, where):
     """Fiftieth red team, F5: a FIFO the session left at `objects/info/alternates` (a file git opens and reads) hung
     the user's next git, and nothing was said: it read as no file, as at the launch. It is moved aside, named."""

@@ -185,3 +185,42 @@ def test_an_index_lock_held_is_said(tmp_path):
     (r / ".git" / "index.lock").write_bytes(b"")
     assert indexcache.drop(str(r / ".git"), time.monotonic() + 0.1) == "another git holds its index.lock"
     assert (r / ".git" / "index.lock").exists()
+
+
+def _ext(name: bytes, body: bytes) -> bytes:
+    return name + struct.pack(">I", len(body)) + body
+
+
+def test_cached_trees_hidden_in_an_extension_git_skips_are_dropped(tmp_path):
+    """Fifty-third red team, F1: the cached trees inside an unknown optional extension (`Zpad`), with an
+    end-of-entries extension after them that points at them: git reading with threads (`index.threads`) takes the
+    extensions from there; the parser saw only `Zpad`, and dropped nothing. Both go now."""
+    r = _make(tmp_path)
+    index = r / ".git" / "index"
+    data = index.read_bytes()
+    starts, exts = indexcache.layout(data, 20) or ([], [])
+    end = exts[0][1]
+    tree = next(data[s:e] for n, s, e in exts if n == b"TREE")
+    eoie = _ext(b"EOIE", struct.pack(">I", end + 8) + hashlib.sha1(tree[:8]).digest())
+    index.write_bytes(_resum(data[:end] + _ext(b"Zpad", tree + eoie) + bytes(20)))
+    before = _git(r, "-c", "index.threads=2", "ls-files", "-s")
+    with pytest.raises(indexcache.Unreadable):  # the end-of-entries extension is not the true one
+        indexcache.strip(index.read_bytes(), 0)
+    assert indexcache.drop(str(r / ".git"), time.monotonic() + 5, str(r)) is None  # git writes it anew, then this
+    new = index.read_bytes()
+    assert b"Zpad" not in new and b"TREE" not in new and b"EOIE" not in new
+    assert _git(r, "-c", "index.threads=2", "ls-files", "-s") == before
+
+
+def test_kept_bytes_that_read_as_an_end_of_entries_extension_are_refused(tmp_path):
+    """An end-of-entries extension that is not the true one (here inside what is kept: a required extension git
+    would refuse anyway) makes the index unreadable to this: git writes it anew first."""
+    r = _make(tmp_path)
+    data = (r / ".git" / "index").read_bytes()
+    starts, exts = indexcache.layout(data, 20) or ([], [])
+    end = exts[0][1]
+    fake = _ext(b"EOIE", struct.pack(">I", 12) + bytes(20))
+    with pytest.raises(indexcache.Unreadable):
+        indexcache.strip(_resum(data[:end] + _ext(b"zzzz", fake) + bytes(20)), 0)
+    with pytest.raises(indexcache.Unreadable):  # a true one pointing elsewhere than the end of the entries
+        indexcache.strip(_resum(data[:end] + _ext(b"EOIE", struct.pack(">I", 12) + bytes(20)) + bytes(20)), 0)

@@ -31,6 +31,7 @@ import time
 # fifty-third red team, F1), dropped.
 _KEEP = frozenset({b"link", b"REUC", b"sdir"})
 _SPARSE = b"sdir"  # a sparse index: its directory entries need the cached trees
+_MTIME_MODE = struct.Struct(">I12xI")  # an entry's mtime (seconds) and mode, 8 bytes into it
 
 
 def layout(data: bytes, hashlen: int) -> tuple[list[int], list[tuple[bytes, int, int]]] | None:
@@ -110,9 +111,10 @@ def strip(data: bytes, written: int) -> bytes | None:
     if _SPARSE in {name for name, _, _ in exts} or all(_kept(name) for name, _, _ in exts):
         return None
     out = bytearray(data[:entries_end])
+    read = _MTIME_MODE.unpack_from
     for pos in starts:
-        mtime, mode = struct.unpack_from(">I", out, pos + 8)[0], struct.unpack_from(">I", out, pos + 24)[0]
-        if mode & 0o170000 != 0o160000 and mtime >= written:  # git's racy check (gitlinks are never racy)
+        mtime, mode = read(out, pos + 8)
+        if mtime >= written and mode & 0o170000 != 0o160000:  # git's racy check (gitlinks are never racy)
             struct.pack_into(">I", out, pos + 36, 0)
     for name, start, end in exts:
         if _kept(name):

@@ -46,11 +46,15 @@ _INCLUDE_DEPTH = 10  # git's own limit on nested includes
 _SAFE = (
     r"core\.(repositoryformatversion|filemode|bare|logallrefupdates|symlinks|ignorecase|precomposeunicode"
     r"|sparsecheckout|sparsecheckoutcone|autocrlf|eol|safecrlf)"
-    r"|remote\..+\.(url|pushurl|fetch|push|tagopt|mirror|prune|prunetags|promisor|partialclonefilter"
+    # not push or mirror: a plain `git push` of the user's then pushed a hidden ref of the session's to a branch of
+    # the remote (fifty-fourth red team, F2)
+    r"|remote\..+\.(url|pushurl|fetch|tagopt|prune|prunetags|promisor|partialclonefilter"
     r"|skipdefaultupdate|skipfetchall)"
     r"|branch\..+\.(remote|merge|rebase|pushremote|description)"
     r"|(user|author|committer)\.(name|email)"
-    r"|submodule\..+\.(url|active|branch|ignore|shallow|fetchrecursesubmodules)"
+    # not ignore: `all` hid a submodule commit of the session's from `git status` and `git diff`, and the user's
+    # `commit -a` recorded it (fifty-fourth red team, F1)
+    r"|submodule\..+\.(url|active|branch|shallow|fetchrecursesubmodules)"
     r"|extensions\.[^.]+"
     r"|lfs\.repositoryformatversion|lfs\..+\.access"
     # what git's own hints tell one to set (`git config pull.rebase false`, `advice.detachedHead false`)

@@ -912,3 +912,21 @@ def test_a_fifo_the_session_leaves_at_a_file_git_reads_is_moved_aside(ws, where)
     )
     assert proc.returncode == 0, proc.stderr
     assert where.split("/")[-1] in res.err and "removed: the launch found none" in res.err, res.err
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("submodule.lib.ignore", "all"),  # hid a submodule commit from status and diff; commit -a recorded it
+        ("remote.origin.push", "+refs/ai/x:refs/heads/deploy"),  # the user's plain push published a hidden ref
+        ("remote.origin.mirror", "true"),
+    ],
+)
+def test_a_setting_that_hides_a_change_or_pushes_a_hidden_ref_does_not_outlive_the_session(ws, key, value):
+    """Fifty-fourth red team, F1 and F2: keys git allows a session to add with any value (they were safe: git's own
+    commands write them) that hide a change from `git status` or push what the user never saw. Removed, named."""
+    _repo(ws)
+    res = ws.run("--", "sh", "-c", f"git config {key} '{value}' && echo done")
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
+    assert _config(ws, "--get-all", key) == ""
+    assert key in res.err, res.err

@@ -206,3 +206,28 @@ def test_an_entry_is_left_alone_for_a_mark_or_an_intent_to_add_only():
         ]
     }  # fmt: skip
     assert looked_at(now) == ["exe", "ext", "fsmonitor", "hashed", "link", "odd", "plain"]
+
+
+def test_past_its_budget_the_end_clears_stat_data_without_reading(tmp_path, monkeypatch):
+    """Fifty-fourth red team, F3: the end read each changed entry's file whole (100 sparse files of 64 MB: 61 s),
+    with no budget. Past it, the rest have their stat data cleared unread: git reads them once, as it would."""
+    import os
+    import time
+
+    from ai_sandbox import hiddenedits
+    from tests.unit.test_replacerefs import _git
+
+    _git(tmp_path, "init", "-q")
+    for n in ("a", "b"):
+        (tmp_path / n).write_text(n + "\n")
+    _git(tmp_path, "add", "a", "b")
+    _git(tmp_path, "commit", "-qm", "a")
+    cmd = ["git", "-C", str(tmp_path), "ls-files", "-z", "--stage", "-t", "-v", "--debug"]
+    now = entries(subprocess.run(cmd, capture_output=True, check=True).stdout)
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(tmp_path)}
+    hiddenedits._restat(env, str(tmp_path), now, ["a", "b"], time.monotonic() + 2)
+    assert "size: 0" not in _git(tmp_path, "ls-files", "--debug")  # each file is its object: nothing cleared
+    monkeypatch.setattr(hiddenedits, "RESTAT_BUDGET", -1.0)
+    hiddenedits._restat(env, str(tmp_path), now, ["a", "b"], time.monotonic() + 2)
+    assert _git(tmp_path, "ls-files", "--debug").count("size: 0") == 2  # unread, cleared
+    assert _git(tmp_path, "status", "--porcelain") == ""  # and git, reading them, finds them as they are

@@ -613,6 +613,8 @@ def _restore_one(g: Guarded, pid: int, common: str, root: str) -> list[str]:
     link, data = _read(g.path)
     if link == g.link and data == g.data and not (link is None and _blocks(g.path)):
         return []
+    if link is None and data is None and not os.path.lexists(os.path.dirname(g.path)):
+        return []  # its directory is gone (`git worktree prune` or `remove`): git reads nothing there now
     if not g.config and link is None and g.link is None and _a_worktrees_own(g.path, data):
         return []  # `git worktree add` by the session: its commondir names the common directory, as git writes it
     if link != g.link or not g.config or data is None:

@@ -515,6 +515,12 @@ def _restat(env: Mapping[str, str], where: str, now: dict[str, Entry], paths: li
     ]
     if not stale:
         return
+    # what the index says now: an entry you staged anew meanwhile (your `git add` while the session ended) is yours,
+    # never written back to what was read before the hashing (fifty-fifth red team, F1: it came back unstaged). The
+    # window left is this listing's to the write's, milliseconds where the hashing took seconds.
+    stale = _still(where, now, stale)
+    if not stale:
+        return
     data = b"".join(
         (_kind(now[p].mode) or b"") + b" " + now[p].oid.encode() + b"\t" + os.fsencode(p) + b"\0" for p in stale
     )
@@ -527,6 +533,20 @@ def _restat(env: Mapping[str, str], where: str, now: dict[str, Entry], paths: li
             f"could not make git look again at {some(stale)} in {where} ({first[0]}): the session may have made "
             "git's index hide its edits there; `touch` each of them, and `git status` shows them"
         )
+
+
+def _still(where: str, now: dict[str, Entry], paths: list[str]) -> list[str]:
+    """Those of paths whose stage-0 entry still holds the object it held when listed (one `ls-files --stage`)."""
+    from ai_sandbox import git
+
+    listing = git.git_output(["ls-files", "-z", "--stage"], where, timeout=git.QUICK)
+    held: dict[str, str] = {}
+    for line in listing.split(b"\0"):
+        meta, tab, raw = line.partition(b"\t")
+        fields = meta.split(b" ")
+        if tab and len(fields) == 3 and fields[2] == b"0":
+            held[os.fsdecode(raw)] = fields[1].decode("ascii", "replace")
+    return [p for p in paths if held.get(p) == now[p].oid]
 
 
 def _marks(listing: bytes) -> Marked:

@@ -930,3 +930,16 @@ def test_a_setting_that_hides_a_change_or_pushes_a_hidden_ref_does_not_outlive_t
     assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
     assert _config(ws, "--get-all", key) == ""
     assert key in res.err, res.err
+
+
+def test_a_worktree_the_session_prunes_leaves_no_warning(ws):
+    """Fifty-fifth red team, F2: `git worktree prune` (or `remove`) inside a session removed the worktree's
+    directory in .git/worktrees, and the end said it could not put its commondir back: a false alarm."""
+    _repo(ws)
+    wt = ws.base / "wt"
+    ws.git("worktree", "add", "-q", str(wt))
+    subprocess.run(["rm", "-rf", str(wt)], check=True)
+    res = ws.run("--", "sh", "-c", "git worktree prune && echo done")
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
+    assert not (ws.repo / ".git" / "worktrees" / "wt").exists()
+    assert "could not put back" not in res.err and "commondir" not in res.err, res.err

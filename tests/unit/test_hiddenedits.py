@@ -231,3 +231,26 @@ def test_past_its_budget_the_end_clears_stat_data_without_reading(tmp_path, monk
     hiddenedits._restat(env, str(tmp_path), now, ["a", "b"], time.monotonic() + 2)
     assert _git(tmp_path, "ls-files", "--debug").count("size: 0") == 2  # unread, cleared
     assert _git(tmp_path, "status", "--porcelain") == ""  # and git, reading them, finds them as they are
+
+
+def test_an_entry_staged_anew_since_the_listing_is_never_written_back(tmp_path):
+    """Fifty-fifth red team, F1: the user's `git add` while the session ended came back unstaged: the end wrote the
+    object it had listed before hashing over it. An entry whose object changed since is the user's, and left."""
+    import os
+    import time
+
+    from ai_sandbox import hiddenedits
+    from tests.unit.test_replacerefs import _git
+
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "a").write_text("a\n")
+    _git(tmp_path, "add", "a")
+    _git(tmp_path, "commit", "-qm", "a")
+    cmd = ["git", "-C", str(tmp_path), "ls-files", "-z", "--stage", "-t", "-v", "--debug"]
+    now = entries(subprocess.run(cmd, capture_output=True, check=True).stdout)  # what the end listed
+    (tmp_path / "a").write_text("yours\n")
+    _git(tmp_path, "add", "a")  # the user, meanwhile
+    staged = _git(tmp_path, "rev-parse", ":a")
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(tmp_path)}
+    hiddenedits._restat(env, str(tmp_path), now, ["a"], time.monotonic() + 2)
+    assert _git(tmp_path, "rev-parse", ":a") == staged

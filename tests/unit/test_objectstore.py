@@ -107,17 +107,26 @@ def _forge_idx(idx: Path, old: str, new: str) -> None:
     idx.write_bytes(data)
 
 
-def test_a_pack_whose_index_lies_loses_its_index(repo, capsys):
+def _staged(repo: Path) -> tuple[str, str]:
+    """HEAD's subtree d and the staged one, with an edit of d/a staged."""
     old = _git(repo, "rev-parse", "HEAD:d")
     (repo / "d" / "a").write_text("evil\n")
     _git(repo, "add", "d")
-    new = _git(repo, "write-tree", "--prefix=d/")
+    return old, _git(repo, "write-tree", "--prefix=d/")
+
+
+def _pack(repo: Path, oid: str) -> str:
+    """A pack of the one object, written by git as objects/pack/pack-<name>.{pack,idx}; its name."""
+    cmd = ["git", "-C", str(repo), "pack-objects", "-q", str(repo / ".git" / "objects" / "pack" / "pack")]
+    return subprocess.run(cmd, input=oid + "\n", capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_a_pack_whose_index_lies_loses_its_index(repo, capsys):
+    old, new = _staged(repo)
     before = objectstore.look([_objects(repo)])
     since = time.time_ns() - 10_000_000
-    base = repo / ".git" / "objects" / "pack" / "pack"
-    cmd = ["git", "-C", str(repo), "pack-objects", "-q", str(base)]
-    name = subprocess.run(cmd, input=new + "\n", capture_output=True, text=True, check=True).stdout.strip()
-    pack = base.parent / f"pack-{name}"
+    name = _pack(repo, new)
+    pack = repo / ".git" / "objects" / "pack" / f"pack-{name}"
     _forge_idx(Path(f"{pack}.idx"), old, new)
     err = _end(repo, before, since, capsys)
     assert "removed the index of packs" in err and name in err, err
@@ -140,15 +149,11 @@ def test_a_link_for_the_object_directory_is_named_not_followed(repo, tmp_path, c
 def test_a_pack_by_any_name_is_checked(repo, capsys, name):
     """Fifty-second red team, F2: git loads every .idx in objects/pack, whatever its name; one named `evil.idx`
     (or in capitals) was never checked, and its lie hid the staged edit."""
-    old = _git(repo, "rev-parse", "HEAD:d")
-    (repo / "d" / "a").write_text("evil\n")
-    _git(repo, "add", "d")
-    new = _git(repo, "write-tree", "--prefix=d/")
+    old, new = _staged(repo)
     before = objectstore.look([_objects(repo)])
     since = time.time_ns() - 10_000_000
+    made = _pack(repo, new)
     base = repo / ".git" / "objects" / "pack" / "pack"
-    cmd = ["git", "-C", str(repo), "pack-objects", "-q", str(base)]
-    made = subprocess.run(cmd, input=new + "\n", capture_output=True, text=True, check=True).stdout.strip()
     for ext in ("pack", "idx"):
         os.rename(f"{base}-{made}.{ext}", base.parent / f"{name}.{ext}")
     _forge_idx(base.parent / f"{name}.idx", old, new)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import os
 import stat
 import struct
@@ -123,6 +122,8 @@ def strip(data: bytes, written: int) -> bytes | None:
     if trailer == bytes(hashlen):  # index.skipHash: git wrote none and checks none
         new = bytes(out + trailer)
     else:
+        import hashlib  # here, not at the top: OpenSSL's ~3 ms load at every session's end, for an index rewritten
+
         new = bytes(out + (hashlib.sha1 if hashlen == 20 else hashlib.sha256)(out).digest())
     _eoie(new, hashlen, [], entries_end)  # what is kept may end in bytes that read as one
     return new

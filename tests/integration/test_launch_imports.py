@@ -154,3 +154,41 @@ def test_the_launch_check_imports_only_what_it_needs(ws_self: Workspace, sandbox
     assert imported <= CHECK_MAY_IMPORT, sorted(imported - CHECK_MAY_IMPORT)
     if network == "allowlist":
         assert "_socket" in imported  # the probe saw the check hand the network over
+
+
+# Run in the launcher's interpreter: a real launch and session (`true`), with what the process imports from the
+# sandbox's exit to its own (the session's end: the marks, the settings, the hidden edits, the object files) named
+# in a file as it exits.
+END_PROBE = r"""
+import os, sys
+from ai_sandbox import main, supervise
+out = sys.argv.pop(1)
+supervised, leave = supervise.run, os._exit
+def run(plan, keep=None, started=None):
+    status = supervised(plan, keep, started)
+    base = set(sys.modules)
+    def stop(code):
+        with open(out, "w") as f:
+            f.write("\n".join(sorted(set(sys.modules) - base)))
+        leave(code)
+    os._exit = stop  # after the watcher's and the proxy's forks: theirs exit as they did
+    return status
+supervise.run = run
+sys.exit(main.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.backends("firejail", "bwrap")
+def test_the_session_end_imports_nothing_heavy(ws_self: Workspace, sandbox_backend: str) -> None:
+    """The end runs before the user's prompt comes back, on every launch: hashlib (OpenSSL, ~3.5 ms) came in there
+    with indexcache, though it hashes only an index the session rewrote."""
+    plant_env(ws_self)  # a hidden file: the end looks at the marks, the settings and the index
+    out = ws_self.base / "imported-at-end.txt"
+    proc = subprocess.run(
+        [PY, "-c", END_PROBE, str(out), "--backend", sandbox_backend, "--", "true"],
+        cwd=ws_self.repo, env=ws_self.env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0 and out.exists(), proc.stderr
+    imported = set(out.read_text().split())
+    assert "ai_sandbox.indexcache" in imported  # the probe saw the end (hiddenedits.clear imports it)
+    assert imported & HEAVY == set(), sorted(imported & HEAVY)

@@ -138,11 +138,12 @@ def launches(
         p(f"\n**Outdated**: src/ai_sandbox/git/ no longer spells out {', '.join(stale)} as reproduced here.")
 
     p("\nInside one launch: `launch.run()` of `ai-sandbox -- true`, in-process, each phase timed by wrapping the "
-      "functions it calls (median of several launches), up to the exec (firejail) or the start of the session "
-      "(bwrap, supervised); then the launch check inside the sandbox, paired: the sandbox started with the "
+      "functions it calls (median of several launches), up to the start of the supervised session, and its end "
+      "once the sandbox has exited; then the launch check inside the sandbox, paired: the sandbox started with the "
       "check against the same sandbox starting `true` directly.\n")  # fmt: skip
     heads = ["startup", "imports", "config", "layers, git", "of it: git", "policy", "writes, sockets, network",
-             "backend", "record", "watcher", "proxy", "other", "launch check inside", "sum", "measured"]  # fmt: skip
+             "backend", "record", "watcher", "proxy", "other", "launch check inside", "session end", "sum",
+             "measured"]  # fmt: skip
     p(f"| fixture | config | backend | masks | {' | '.join(heads)} |")
     p("| --- | --- | --- | ---: " + "| ---: " * len(heads) + "|")
     nan = float("nan")
@@ -161,7 +162,8 @@ def launches(
                 "of it: git": t.get("layers, git git", nan),
                 "other": t.get("run", nan) - sum(t.get(k, 0.0) for k in named),
                 "launch check inside": chk.get("check", nan),
-                "sum": startup + t.get("imports", nan) + t.get("run", nan) + chk.get("check", nan),
+                "session end": t.get("end", nan),
+                "sum": startup + t.get("imports", nan) + t.get("run", nan) + chk.get("check", nan) + t.get("end", nan),
                 "measured": paired(runs, bare)[0] if runs else nan,
             }
             p(f"| {r.fixture.title} | {CONFIG_SHORT[r.variant]} | {backend} | {r.hidden:,} | "
@@ -173,8 +175,9 @@ def launches(
       "*backend*: choosing it and its plan (profile, launch check spec); *record*: the hidden-paths record, "
       "checked and written; *watcher*: importing `watch` and its fork; *proxy*: the network proxy's fork; "
       "*other*: the rest of `run()` (the mount table, the history key, writing the generated files, the index "
-      "marks); *launch check inside*: the median of the pairs' difference; *sum*: all of these; *measured*: the "
-      "launch table's overhead.")  # fmt: skip
+      "marks); *launch check inside*: the median of the pairs' difference; *session end*: from the sandbox's exit "
+      "to the launch's (the marks cleared, git's settings and index and object files looked at, before the prompt "
+      "comes back); *sum*: all of these; *measured*: the launch table's overhead.")  # fmt: skip
 
     if imp:
         p("\n### Import time of the launch path\n")

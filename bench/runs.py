@@ -147,11 +147,11 @@ class Row:
 
 # Run in the venv's Python: one `ai-sandbox -- true` through launch.run() itself, up to the exec (or, for a
 # supervised backend, the start of the session), each phase timed by wrapping the functions run() calls where it
-# looks them up. A function a refactor moved or renamed is not wrapped, and its column is left out. Every git
+# looks them up; then, supervised, the session runs and the end is timed (from the sandbox's exit to the launch's). A function a refactor moved or renamed is not wrapped, and its column is left out. Every git
 # process is timed through subprocess.Popen (start to exit), whatever starts it. The JSON goes to the file named
 # by argv[1]: the watcher and the proxy outlive this process, holding whatever pipe it had.
 INNER = r"""
-import json, os, sys, time
+import os, sys, time  # json after the imports are timed: it brings re, which the launch's own imports pay for
 OUT = sys.argv[1]
 T = {}
 t0 = time.perf_counter()
@@ -236,17 +236,34 @@ wrap("record", (state, "check"), (state, "record"))
 wrap("watcher", (watch, "start"))
 wrap("proxy", (L, "_start_proxy"))
 
-def done(*a, **k):
-    T["run"] = time.perf_counter() - t_run
+CALLS = [0]  # the git processes up to the session's start
+def write():
+    import json
     out = {k: v * 1000 for k, v in T.items()}
     out["import"] = out["imports"]
-    out["git calls"] = len(GITS)
+    out["git calls"] = CALLS[0]
     with open(OUT, "w") as f:
         json.dump(out, f)
+def done(*a, **k):
+    T["run"] = time.perf_counter() - t_run
+    CALLS[0] = len(GITS)
+    write()
     os._exit(0)
 L._exec = done
-if supervise is not None:
-    supervise.run = done
+if supervise is not None:  # the session runs (`true`); then the end, timed from the sandbox's exit to the launch's
+    session, leave = supervise.run, os._exit
+    def supervised(*a, **k):
+        T["run"] = time.perf_counter() - t_run
+        CALLS[0] = len(GITS)
+        status = session(*a, **k)
+        t_end = time.perf_counter()
+        def left(code):
+            T["end"] = time.perf_counter() - t_end
+            write()
+            leave(code)
+        os._exit = left  # after the watcher's and the proxy's forks, whose exits stay theirs
+        return status
+    supervise.run = supervised
 req = L.Request(argv=["true"], is_command=True, cwd=os.getcwd(), env=dict(os.environ),
                 backend=os.environ.get("BENCH_BACKEND") or None)
 t_run = time.perf_counter()

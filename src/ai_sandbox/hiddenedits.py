@@ -119,6 +119,35 @@ def look(root: str, trees: Iterable[Tree]) -> list[Look]:
 _CHECKOUTS = 64  # work trees looked at in all; a repository with hundreds of worktrees has the rest unlooked
 
 
+def settle(looks: list[Look], only: Iterable[int] | None = None) -> None:
+    """Take each work tree's index as it is now for the launch's own (looks[i] replaced; only: those positions).
+    Called after ai-sandbox itself wrote the indexes: its skip-worktree marks set before the session starts, and
+    cleared at the end where the session had left the index as the launch did (untouched). Without it, each launch
+    hiding a tracked file took its own two writes for the session's: the end listed the index twice and dropped the
+    caches git keeps there (0.43 s of a launch on a 50,000-entry index, and the user's next `git status` walked the
+    tree again). Only the index's (inode, size, change time) moves on: what the session's end compares the index
+    with (the launch's copy, its marks) stays the launch's."""
+    from ai_sandbox.gitsettings import index_look
+
+    for i in range(len(looks)) if only is None else only:
+        lk = looks[i]
+        fields = {name: getattr(lk, name) for name in Look.__annotations__}
+        looks[i] = Look(**{**fields, "index": index_look(lk.tree), "shared": _shared(lk.tree)})
+
+
+def untouched(looks: list[Look]) -> list[int]:
+    """The positions of the looks whose work tree's index stands as the launch left it (settle): same inode, size
+    and change time (which no session can set back), nor a split index's shared part rewritten. Asked once the
+    session is gone and before the end writes anything: the index file the session wrote is never among them."""
+    from ai_sandbox.gitsettings import index_look
+
+    return [
+        i
+        for i, lk in enumerate(looks)
+        if lk.index is not None and index_look(lk.tree) == lk.index and _shared(lk.tree) == lk.shared
+    ]
+
+
 def checkouts(common: str) -> list[tuple[str, str]]:
     """(work tree, its git directory) of each checkout of the repository whose common git directory is common: the
     main one (common is its `.git`) and each linked one in `worktrees/`, by the `gitdir` file git reads there. Only

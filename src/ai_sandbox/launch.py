@@ -492,7 +492,7 @@ def run(req: Request) -> int:
     gc.enable()  # main() turned it off for the launch's work; what follows lives on (watcher, proxy, supervisor)
     root = prepared.policy.root
     needs = bool(prepared.marks.needs)
-    end = _session_end(prepared)
+    end, looks = _session_end(prepared)
     # The watcher first: a closed terminal's SIGHUP between setting the marks and forking it would leave them
     # set with nobody to clear them (the watcher ignores it and clears them once this process is gone).
     told = None
@@ -505,6 +505,8 @@ def run(req: Request) -> int:
             seen=prepared.seen, guarded=rec.guarded, record=rec.path, always=outlives,
         )  # fmt: skip
     skipworktree.protect(req.env, root, prepared.marks)
+    if needs and looks:  # the marks just set are the launch's write, not the session's (in this process only: a
+        hiddenedits.settle(looks)  # watcher that runs the end instead has the look from before, and checks all)
     proxy, channel = _start_proxy(prepared)  # after the watcher's fork: only the sandbox may hold the channel
     if prepared.plan.supervised:
         from ai_sandbox import supervise
@@ -626,10 +628,11 @@ def _move_home_files(req: Request) -> None:
         print(f"ai-sandbox: {fs.shown(line)}", file=sys.stderr)
 
 
-def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
+def _session_end(prepared: Prepared) -> tuple[Callable[[int], None] | None, list[hiddenedits.Look]]:
     """What runs once the sandbox of pid is gone (in the watcher; and at once under a supervised backend): the
     index marks of hidden tracked files cleared (skipworktree.py), those the session set itself too (hiddenedits.py),
-    and what git checked out into hidden directories named (unwritten.py). None when there is nothing to do."""
+    and what git checked out into hidden directories named (unwritten.py). None when there is nothing to do. With
+    it, the launch's look at each work tree's index (hiddenedits.settle takes the launch's own marks in)."""
     policy, env, marks, trees, seen = prepared.policy, prepared.env, prepared.marks, prepared.trees, prepared.seen
     dirs = policy.in_git and any(m.is_dir for m in policy.masks)
     files = policy.in_git and not all(m.is_dir for m in policy.masks)  # a branch may track one (unwritten.py)
@@ -639,7 +642,7 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
         gitsettings.take(policy.root, nested, lambda p: any(fs.inside(p, m) for m in masked)) if policy.in_git else None
     )
     if not (marks.needs or dirs or files or settings):
-        return None
+        return None, []
 
     looks = hiddenedits.look(policy.root, trees) if policy.in_git else []
     held = skipworktree.Held([*marks.needs, *(lk.tree for lk in looks)]) if marks.needs or looks else None
@@ -658,7 +661,9 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
         if settings is not None:  # first: ai-sandbox's own git calls below read these files
             gitsettings.say(settings, pid)
         if marks.needs:
+            mine = hiddenedits.untouched(looks)  # now, before the release writes: indexes the session did not write
             skipworktree.release(env, policy.root, pid, held)
+            hiddenedits.settle(looks, mine)  # the release's own write
         if looks:  # after release: what is left of ai-sandbox's own marks is the live sessions'
             hiddenedits.clear(env, policy.root, looks, held)
         if dirs or files:
@@ -666,7 +671,7 @@ def _session_end(prepared: Prepared) -> Callable[[int], None] | None:
 
             unwritten.after(policy.root, seen, unwritten.pending(policy, trees, marks, indexes), stashed, log)
 
-    return end
+    return end, looks
 
 
 def _run_nested(prepared: Prepared, req: Request, table: list[tuple[str, str]]) -> int:

@@ -130,11 +130,15 @@ open(index, "wb").write(data)
 """
 
 
-def test_the_index_cached_trees_forged_to_heads_are_dropped(ws):
+@pytest.mark.parametrize("hiding", ["", "t.txt"], ids=["no-tracked-hidden", "a-tracked-file-hidden"])
+def test_the_index_cached_trees_forged_to_heads_are_dropped(ws, hiding):
     """Fiftieth red team, F2: the index's cached trees (which git trusts to skip a directory) set to HEAD's hid the
     staged edit below the top level from the user's `git status` and `git diff --cached`, and `commit -a` carried
-    it. The end drops them; git writes them again at the next commit."""
+    it. The end drops them; git writes them again at the next commit. With a tracked file hidden, the launch writes
+    the index itself (its mark), and so does the end (the mark cleared): the session's write is still told apart."""
     _repo(ws)
+    if hiding:
+        ws.write(".ai-sandbox.toml", f'block = ["{hiding}"]\n')
     script = (
         'echo evil >> d/a.txt && git add d/a.txt && git write-tree >/dev/null && python3 -c "$FORGE_TREE" && '
         "git status --porcelain -uno && echo done"
@@ -147,6 +151,34 @@ def test_the_index_cached_trees_forged_to_heads_are_dropped(ws):
     assert "cached trees" not in res.err, res.err  # dropped silently: git's status now shows the edit
     assert _outside_git(ws, "commit", "-qm", "x").returncode == 0
     assert _outside_git(ws, "fsck").returncode == 0
+
+
+@pytest.mark.parametrize("session", ["true", "cat d/a.txt && git log --oneline"])
+def test_a_launch_that_hides_a_tracked_file_leaves_the_index_caches_alone(ws, session):
+    """The launch's own writes of the index (a hidden tracked file's mark, set before the session and cleared after)
+    are not the session's: the cached trees and the untracked cache git keeps there stay, as a control run of the
+    same marks without the sandbox leaves them. The end took every such launch for a session that wrote the index:
+    it dropped both caches (the user's next `git status` walked the whole tree again) and listed the index twice
+    (0.43 s of a launch on the bench's 50,000-entry monorepo)."""
+    _repo(ws)
+    ws.write(".ai-sandbox.toml", 'block = ["t.txt"]\n')
+    ws.git("config", "core.untrackedCache", "true")
+    control = ws.base / "control"
+    subprocess.run(["cp", "-a", str(ws.repo), str(control)], check=True)
+    for args in (["status", "--porcelain"], ["update-index", "--skip-worktree", "t.txt"],
+                 ["update-index", "--no-skip-worktree", "t.txt"]):  # fmt: skip
+        ws.git(*args)
+        ws.git(*args, cwd=control)
+    index = ws.repo / ".git" / "index"
+    assert b"TREE" in index.read_bytes() and b"UNTR" in index.read_bytes()  # git wrote both
+    res = ws.run("--", "sh", "-c", session)
+    assert res.rc == 0, res.err
+    ws.git("update-index", "--skip-worktree", "t.txt", cwd=control)  # the launch's mark, then the end's clearing
+    ws.git("update-index", "--no-skip-worktree", "t.txt", cwd=control)
+    after, kept = index.read_bytes(), (control / ".git" / "index").read_bytes()
+    assert (b"TREE" in after, b"UNTR" in after) == (b"TREE" in kept, b"UNTR" in kept) == (True, True), res.err
+    assert "H t.txt" in _outside_git(ws, "ls-files", "-v").stdout.splitlines()  # the mark cleared
+    assert "cached trees" not in res.err and "index" not in res.err, res.err
 
 
 def test_a_nested_repository_replaced_by_a_copy_with_hooks_is_named(ws):

@@ -147,9 +147,10 @@ class Row:
 
 # Run in the venv's Python: one `ai-sandbox -- true` through launch.run() itself, up to the exec (or, for a
 # supervised backend, the start of the session), each phase timed by wrapping the functions run() calls where it
-# looks them up; then, supervised, the session runs and the end is timed (from the sandbox's exit to the launch's). A function a refactor moved or renamed is not wrapped, and its column is left out. Every git
-# process is timed through subprocess.Popen (start to exit), whatever starts it. The JSON goes to the file named
-# by argv[1]: the watcher and the proxy outlive this process, holding whatever pipe it had.
+# looks them up; then, supervised, the session runs and its end is timed (from the sandbox's exit to the launch's).
+# A function a refactor moved or renamed is not wrapped, and its column is left out. Every git process is timed
+# through subprocess.Popen (start to exit), whatever starts it. The JSON goes to the file named by argv[1]: the
+# watcher and the proxy outlive this process, holding whatever pipe it had.
 INNER = r"""
 import os, sys, time  # json after the imports are timed: it brings re, which the launch's own imports pay for
 OUT = sys.argv[1]

@@ -254,3 +254,45 @@ def test_an_entry_staged_anew_since_the_listing_is_never_written_back(tmp_path):
     env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(tmp_path)}
     hiddenedits._restat(env, str(tmp_path), now, ["a"], time.monotonic() + 2)
     assert _git(tmp_path, "rev-parse", ":a") == staged
+
+
+def test_the_launchs_own_index_writes_move_the_baseline_and_a_later_write_is_never_untouched(tmp_path):
+    """settle takes the index as it stands for the launch's own (its marks set, or cleared by the end) and moves
+    nothing else of the look; untouched names only the work trees whose index has not been written since: a write
+    after the settle (the session's) is never among them, whatever it keeps of the file's size."""
+    import time
+    from types import SimpleNamespace
+
+    from ai_sandbox import hiddenedits
+    from tests.unit.test_replacerefs import _git
+
+    trees = []
+    for name in ("one", "two"):
+        repo = tmp_path / name
+        repo.mkdir()
+        _git(repo, "init", "-q")
+        (repo / "a").write_text("a\n")
+        _git(repo, "add", "a")
+        _git(repo, "commit", "-qm", "a")
+        trees.append(repo)
+    looks = hiddenedits.look(
+        str(tmp_path), [SimpleNamespace(prefix=t.name, scan=SimpleNamespace(_index=b"")) for t in trees]
+    )
+    first = list(looks)
+    assert hiddenedits.untouched(looks) == [0, 1]
+    _git(trees[0], "update-index", "--skip-worktree", "a")  # the launch's mark
+    assert hiddenedits.untouched(looks) == [1]
+    hiddenedits.settle(looks)
+    assert hiddenedits.untouched(looks) == [0, 1]
+    for before, after in zip(first, looks, strict=True):
+        assert {n: getattr(after, n) for n in before.__annotations__ if n not in ("index", "shared")} == {
+            n: getattr(before, n) for n in before.__annotations__ if n not in ("index", "shared")
+        }
+    index = trees[1] / ".git" / "index"
+    data = index.read_bytes()
+    time.sleep(0.02)  # past the kernel's coarse clock tick, as a session's first write is (the sandbox's start)
+    with open(index, "r+b") as f:  # the session's write in place: same inode, same size
+        f.write(data)
+    assert hiddenedits.untouched(looks) == [0]
+    hiddenedits.settle(looks, [0])  # only what the caller names moves on
+    assert hiddenedits.untouched(looks) == [0]

@@ -78,6 +78,7 @@ class Look:
     # is looked at too (fifty-third red team, F2 and F3)
     scanned: bool = True  # False: another checkout of a scanned repository, its index in the git directory the
     # session can write (listing empty: the marks then are read from the copy at the end)
+    settled: bytes | None = None  # the index's bytes as ai-sandbox itself last wrote it (settle); None: then's
 
 
 def look(root: str, trees: Iterable[Tree]) -> list[Look]:
@@ -125,27 +126,42 @@ def settle(looks: list[Look], only: Iterable[int] | None = None) -> None:
     cleared at the end where the session had left the index as the launch did (untouched). Without it, each launch
     hiding a tracked file took its own two writes for the session's: the end listed the index twice and dropped the
     caches git keeps there (0.43 s of a launch on a 50,000-entry index, and the user's next `git status` walked the
-    tree again). Only the index's (inode, size, change time) moves on: what the session's end compares the index
-    with (the launch's copy, its marks) stays the launch's."""
+    tree again). The baseline is the file's bytes, with its (inode, size, change time): on a file system that keeps
+    whole seconds, a session's write in place within the second of the launch's kept all three (fifty-sixth red
+    team). A split index is never settled: its shared part is another file, looked at by stat only. What the end
+    compares the index with when it does check (the launch's copy, its marks) stays the launch's."""
+    from ai_sandbox.git import git_dir_of
     from ai_sandbox.gitsettings import index_look
 
     for i in range(len(looks)) if only is None else only:
         lk = looks[i]
+        shared = _shared(lk.tree)
+        index = index_look(lk.tree)
+        data = None if shared else _read(os.path.join(git_dir_of(lk.tree) or os.path.join(lk.tree, ".git"), "index"))
         fields = {name: getattr(lk, name) for name in Look.__annotations__}
-        looks[i] = Look(**{**fields, "index": index_look(lk.tree), "shared": _shared(lk.tree)})
+        looks[i] = Look(**{**fields, "index": index, "shared": shared, "settled": data})
 
 
 def untouched(looks: list[Look]) -> list[int]:
-    """The positions of the looks whose work tree's index stands as the launch left it (settle): same inode, size
-    and change time (which no session can set back), nor a split index's shared part rewritten. Asked once the
-    session is gone and before the end writes anything: the index file the session wrote is never among them."""
+    """The positions of the settled looks whose work tree's index holds the very bytes ai-sandbox last left there
+    (settle), with the same inode, size and change time, and no split index. Asked once the session is gone and
+    before the end writes anything: an index the session changed is never among them."""
+    return [i for i, lk in enumerate(looks) if lk.settled is not None and _unwritten(lk, lk.tree)]
+
+
+def _unwritten(lk: Look, where: str) -> bool:
+    """Whether where's index is as the look last saw it: its (inode, size, change time), a split index's shared
+    files by the same, and its bytes (those ai-sandbox last wrote, else the launch's copy). Bytes too, not the stat
+    alone: a file system that keeps whole seconds left an in-place write of the session's with all three unchanged
+    (fifty-sixth red team)."""
+    from ai_sandbox.git import git_dir_of
     from ai_sandbox.gitsettings import index_look
 
-    return [
-        i
-        for i, lk in enumerate(looks)
-        if lk.index is not None and index_look(lk.tree) == lk.index and _shared(lk.tree) == lk.shared
-    ]
+    if index_look(where) != lk.index or _shared(where) != lk.shared:
+        return False
+    base = lk.settled if lk.settled is not None else lk.then
+    data = _read(os.path.join(git_dir_of(where) or os.path.join(where, ".git"), "index"))
+    return base is not None and data is not None and data == base
 
 
 def checkouts(common: str) -> list[tuple[str, str]]:
@@ -364,7 +380,6 @@ def clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | Non
 def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | None) -> None:
     from ai_sandbox import commitgraph, git, indexcache, objectstore
     from ai_sandbox.errors import PolicyError
-    from ai_sandbox.gitsettings import index_look
     from ai_sandbox.replacerefs import undo
     from ai_sandbox.skipworktree import LOCK_WAIT, gitdir_id, owned_marks, say_line, tree_id
 
@@ -396,7 +411,7 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
                 say_line(f"could not look for the commit-graph files the session changed in {where}: {_why(e)}")
             objects.append((lk, where))
         shared = _shared(where)
-        if where == lk.tree and index_look(where) == lk.index and shared == lk.shared:
+        if where == lk.tree and _unwritten(lk, where):
             continue  # the index file was not written, nor a split index's shared part
         wrote.append(where)
         split = bool(shared)

@@ -153,15 +153,16 @@ def _unwritten(lk: Look, where: str) -> bool:
     """Whether where's index is as the look last saw it: its (inode, size, change time), a split index's shared
     files by the same, and its bytes (those ai-sandbox last wrote, else the launch's copy). Bytes too, not the stat
     alone: a file system that keeps whole seconds left an in-place write of the session's with all three unchanged
-    (fifty-sixth red team)."""
+    (fifty-sixth red team). An index too large to copy (over 256 MB) is judged by the stat alone."""
     from ai_sandbox.git import git_dir_of
     from ai_sandbox.gitsettings import index_look
 
     if index_look(where) != lk.index or _shared(where) != lk.shared:
         return False
     base = lk.settled if lk.settled is not None else lk.then
-    data = _read(os.path.join(git_dir_of(where) or os.path.join(where, ".git"), "index"))
-    return base is not None and data is not None and data == base
+    if base is None:  # not copied at the launch (over _INDEX_LIMIT): the stat alone, as before, not every file read
+        return True
+    return _read(os.path.join(git_dir_of(where) or os.path.join(where, ".git"), "index")) == base
 
 
 def checkouts(common: str) -> list[tuple[str, str]]:

@@ -95,6 +95,7 @@ def look(root: str, trees: Iterable[Tree]) -> list[Look]:
     for t in trees:
         path = os.path.join(root, t.prefix).rstrip("/") or "/"
         own = git_dir_of(path)
+        _not_a_link(os.path.join(own or os.path.join(path, ".git"), "index"))
         then = _read(os.path.join(own or os.path.join(path, ".git"), "index"))
         common = common_dir(own) if own else ""
         refs = listed(path, common)
@@ -111,6 +112,7 @@ def look(root: str, trees: Iterable[Tree]) -> list[Look]:
             if tree in seen or len(out) >= _CHECKOUTS:
                 continue
             seen.add(tree)
+            _not_a_link(os.path.join(own, "index"))
             then = _read(os.path.join(own, "index"))
             ident, gitdir, index, shared = tree_id(tree), gitdir_id(tree), index_look(tree), _shared(tree)
             out.append(Look(tree, b"", ident, gitdir, index, then, shared, None, None, since, None, common, False))
@@ -160,9 +162,34 @@ def _unwritten(lk: Look, where: str) -> bool:
     if index_look(where) != lk.index or _shared(where) != lk.shared:
         return False
     base = lk.settled if lk.settled is not None else lk.then
-    if base is None:  # not copied at the launch (over _INDEX_LIMIT): the stat alone, as before, not every file read
-        return True
-    return _read(os.path.join(git_dir_of(where) or os.path.join(where, ".git"), "index")) == base
+    index = os.path.join(git_dir_of(where) or os.path.join(where, ".git"), "index")
+    if base is None:  # not copied at the launch: only one too large is judged by the stat alone (a link at
+        return _too_large(index)  # .git/index, which git follows, was judged so too: fifty-seventh red team)
+    return _read(index) == base
+
+
+def _not_a_link(index: str) -> None:
+    """Refuse an index file that is a link: git reads and writes through it (its lock renamed onto the target), and
+    the end could neither compare what a session wrote there with the launch's copy nor drop its cached trees (the
+    launch copies without following links). A session made one, then the next session's forged cached trees outlived
+    its end (fifty-seventh red team). git never makes one."""
+    from ai_sandbox.errors import PolicyError
+
+    if os.path.islink(index):
+        raise PolicyError(
+            f"git's index {index} is a link (to {os.readlink(index)}), which a session may have made: ai-sandbox "
+            "cannot check what a session does in it",
+            f'put the file back: `cp --remove-destination -- "$(readlink -f {index})" {index}`',
+        )
+
+
+def _too_large(index: str) -> bool:
+    """A regular file (not a link) larger than the launch copies."""
+    try:
+        st = os.lstat(index)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size > _INDEX_LIMIT
 
 
 def checkouts(common: str) -> list[tuple[str, str]]:

@@ -181,6 +181,23 @@ def test_a_launch_that_hides_a_tracked_file_leaves_the_index_caches_alone(ws, se
     assert "cached trees" not in res.err and "index" not in res.err, res.err
 
 
+def test_an_index_a_session_made_a_link_is_refused_at_the_next_launch(ws):
+    """Fifty-seventh red team: a session made .git/index a link to a copy, which git follows and writes through. The
+    end cannot copy or rewrite a link, so the next session's forged cached trees outlived its end (two lines said,
+    the user's git clean, the edit staged). The next launch now refuses, naming the index and how to put it back."""
+    _repo(ws)
+    res = ws.run("--", "sh", "-c", "cp .git/index .git/idx2 && ln -sf idx2 .git/index && echo done")
+    assert res.rc == 0 and res.out == "done\n", (res.out, res.err)
+    res = ws.run("--", "sh", "-c", "echo ran")
+    assert res.rc == 65 and res.out == "", (res.out, res.err)
+    [line] = [ln for ln in res.err.splitlines() if ln.startswith("ai-sandbox: error:")]
+    assert f"{ws.repo}/.git/index is a link (to idx2)" in line and "cp --remove-destination" in line, res.err
+    index = ws.repo / ".git" / "index"
+    subprocess.run(["cp", "--remove-destination", "--", str(index.resolve()), str(index)], check=True)
+    res = ws.run("--", "sh", "-c", "echo ran")
+    assert res.rc == 0 and res.out == "ran\n", (res.out, res.err)
+
+
 def test_a_nested_repository_replaced_by_a_copy_with_hooks_is_named(ws):
     """Fiftieth red team, F4: the session moved a nested repository away and put a copy of it, with a pre-commit hook
     of its own, at its path (the directory above a nested `.git` is no mount point); the user's next `git commit`

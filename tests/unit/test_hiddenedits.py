@@ -327,3 +327,32 @@ def test_an_index_rewritten_in_place_with_the_same_stat_is_never_untouched(tmp_p
         f.write(bytes(data[:-1]) + bytes([data[-1] ^ 1]))
     monkeypatch.setattr(gitsettings, "index_look", lambda root: unsettled[0].index)
     assert not hiddenedits._unwritten(unsettled[0], str(tmp_path))
+
+
+def test_an_index_that_is_a_link_is_never_judged_by_its_stat_alone(tmp_path, monkeypatch):
+    """Fifty-seventh red team: a session made .git/index a link to a copy (git follows it, and writes through it).
+    The launch cannot copy a link (it opens without following), and the end judged such an index by its stat alone,
+    as it does one too large to copy: on a whole-second file system the next session rewrote the link's target in
+    place within the second, and its staged edit went unchecked, with no line. The launch now refuses such an index;
+    the end still takes one for written."""
+    from types import SimpleNamespace
+
+    from ai_sandbox import gitsettings, hiddenedits
+    from ai_sandbox.errors import PolicyError
+    from tests.unit.test_replacerefs import _git
+
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "a").write_text("a\n")
+    _git(tmp_path, "add", "a")
+    _git(tmp_path, "commit", "-qm", "a")
+    trees = [SimpleNamespace(prefix="", scan=SimpleNamespace(_index=b""))]
+    [lk] = hiddenedits.look(str(tmp_path), trees)
+    git_dir = tmp_path / ".git"
+    (git_dir / "index").rename(git_dir / "idx2")
+    (git_dir / "index").symlink_to("idx2")
+    with pytest.raises(PolicyError, match="is a link"):
+        hiddenedits.look(str(tmp_path), trees)
+    fields = {name: getattr(lk, name) for name in hiddenedits.Look.__annotations__}
+    uncopied = hiddenedits.Look(**{**fields, "then": None, "index": gitsettings.index_look(str(tmp_path))})
+    monkeypatch.setattr(gitsettings, "index_look", lambda root: uncopied.index)  # the coarse clock: all three kept
+    assert not hiddenedits._unwritten(uncopied, str(tmp_path))

@@ -226,12 +226,17 @@ def _nothing(path: str) -> bool:
     return False
 
 
-def index_look(root: str) -> tuple[int, int, int] | None:
-    """(inode, size, ctime) of the work tree's index: a session that wrote none added no submodule to it."""
+def index_file(root: str) -> str:
+    """The path of the work tree's index: in the git directory its `.git` names, else in its `.git`."""
     from ai_sandbox.git import git_dir_of
 
+    return os.path.join(git_dir_of(root) or os.path.join(root, ".git"), "index")
+
+
+def index_look(root: str) -> tuple[int, int, int] | None:
+    """(inode, size, ctime) of the work tree's index: a session that wrote none added no submodule to it."""
     try:
-        st = os.stat(os.path.join(git_dir_of(root) or os.path.join(root, ".git"), "index"))
+        st = os.stat(index_file(root))
     except OSError:
         return None
     return st.st_ino, st.st_size, st.st_ctime_ns  # ctime: no session can set it back

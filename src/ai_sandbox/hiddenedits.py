@@ -95,8 +95,9 @@ def look(root: str, trees: Iterable[Tree]) -> list[Look]:
     for t in trees:
         path = os.path.join(root, t.prefix).rstrip("/") or "/"
         own = git_dir_of(path)
-        _not_a_link(os.path.join(own or os.path.join(path, ".git"), "index"))
-        then = _read(os.path.join(own or os.path.join(path, ".git"), "index"))
+        index_path = os.path.join(own or os.path.join(path, ".git"), "index")
+        _not_a_link(index_path)
+        then = _read(index_path)
         common = common_dir(own) if own else ""
         refs = listed(path, common)
         graphs = commitgraph.look(common, root) if own else None
@@ -112,8 +113,9 @@ def look(root: str, trees: Iterable[Tree]) -> list[Look]:
             if tree in seen or len(out) >= _CHECKOUTS:
                 continue
             seen.add(tree)
-            _not_a_link(os.path.join(own, "index"))
-            then = _read(os.path.join(own, "index"))
+            index_path = os.path.join(own, "index")
+            _not_a_link(index_path)
+            then = _read(index_path)
             ident, gitdir, index, shared = tree_id(tree), gitdir_id(tree), index_look(tree), _shared(tree)
             out.append(Look(tree, b"", ident, gitdir, index, then, shared, None, None, since, None, common, False))
     return out
@@ -132,14 +134,13 @@ def settle(looks: list[Look], only: Iterable[int] | None = None) -> None:
     whole seconds, a session's write in place within the second of the launch's kept all three (fifty-sixth red
     team). A split index is never settled: its shared part is another file, looked at by stat only. What the end
     compares the index with when it does check (the launch's copy, its marks) stays the launch's."""
-    from ai_sandbox.git import git_dir_of
-    from ai_sandbox.gitsettings import index_look
+    from ai_sandbox.gitsettings import index_file, index_look
 
     for i in range(len(looks)) if only is None else only:
         lk = looks[i]
         shared = _shared(lk.tree)
         index = index_look(lk.tree)
-        data = None if shared else _read(os.path.join(git_dir_of(lk.tree) or os.path.join(lk.tree, ".git"), "index"))
+        data = None if shared else _read(index_file(lk.tree))
         fields = {name: getattr(lk, name) for name in Look.__annotations__}
         looks[i] = Look(**{**fields, "index": index, "shared": shared, "settled": data})
 
@@ -156,13 +157,12 @@ def _unwritten(lk: Look, where: str) -> bool:
     files by the same, and its bytes (those ai-sandbox last wrote, else the launch's copy). Bytes too, not the stat
     alone: a file system that keeps whole seconds left an in-place write of the session's with all three unchanged
     (fifty-sixth red team). An index too large to copy (over 256 MB) is judged by the stat alone."""
-    from ai_sandbox.git import git_dir_of
-    from ai_sandbox.gitsettings import index_look
+    from ai_sandbox.gitsettings import index_file, index_look
 
     if index_look(where) != lk.index or _shared(where) != lk.shared:
         return False
     base = lk.settled if lk.settled is not None else lk.then
-    index = os.path.join(git_dir_of(where) or os.path.join(where, ".git"), "index")
+    index = index_file(where)
     if base is None:  # not copied at the launch: only one too large is judged by the stat alone (a link at
         return _too_large(index)  # .git/index, which git follows, was judged so too: fifty-seventh red team)
     return _read(index) == base
@@ -440,11 +440,10 @@ def _clear(env: Mapping[str, str], root: str, looks: list[Look], held: Held | No
             except (OSError, ValueError) as e:
                 say_line(f"could not look for the commit-graph files the session changed in {where}: {_why(e)}")
             objects.append((lk, where))
-        shared = _shared(where)
         if where == lk.tree and _unwritten(lk, where):
             continue  # the index file was not written, nor a split index's shared part
         wrote.append(where)
-        split = bool(shared)
+        split = bool(_shared(where))
         try:  # one index that cannot be read (a nested one the session broke) leaves the others to be done
             listed = git.git_output(["ls-files", "-z", "--stage", "-t", "-v", "--debug"], where, timeout=git.QUICK)
             # a split index keeps its entries in a shared file the copy does not hold, which the session can rewrite

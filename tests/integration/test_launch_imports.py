@@ -77,16 +77,21 @@ sys.exit(main.main(sys.argv[1:]))
 """
 
 
+def _imported(ws: Workspace, probe: str, backend: str) -> set[str]:
+    """The modules probe (PROBE, END_PROBE) names in its file, after a real `ai-sandbox --backend backend -- true`."""
+    out = ws.base / "imported.txt"
+    proc = subprocess.run(
+        [PY, "-c", probe, str(out), "--backend", backend, "--", "true"],
+        cwd=ws.repo, env=ws.env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.returncode == 0 and out.exists(), proc.stderr
+    return set(out.read_text().split())
+
+
 @pytest.mark.backends("firejail", "bwrap")
 def test_the_launch_imports_only_what_it_did(ws_self: Workspace, sandbox_backend: str) -> None:
     plant_env(ws_self)  # a hidden file: the record, the watcher, the launch check and the proxy all take part
-    out = ws_self.base / "imported.txt"
-    proc = subprocess.run(
-        [PY, "-c", PROBE, str(out), "--backend", sandbox_backend, "--", "true"],
-        cwd=ws_self.repo, env=ws_self.env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert proc.returncode == 0 and out.exists(), proc.stderr
-    imported = set(out.read_text().split())
+    imported = _imported(ws_self, PROBE, sandbox_backend)
     ours = {m for m in imported if m.split(".")[0] == "ai_sandbox"}
     expected = OURS | BACKEND_MODULES[sandbox_backend]
     assert ours - expected == set(), "new on the launch path: measure it with `make bench`, then name it in OURS"
@@ -183,12 +188,6 @@ def test_the_session_end_imports_nothing_heavy(ws_self: Workspace, sandbox_backe
     """The end runs before the user's prompt comes back, on every launch: hashlib (OpenSSL, ~3.5 ms) came in there
     with indexcache, though it hashes only an index the session rewrote."""
     plant_env(ws_self)  # a hidden file: the end looks at the marks, the settings and the index
-    out = ws_self.base / "imported-at-end.txt"
-    proc = subprocess.run(
-        [PY, "-c", END_PROBE, str(out), "--backend", sandbox_backend, "--", "true"],
-        cwd=ws_self.repo, env=ws_self.env(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    assert proc.returncode == 0 and out.exists(), proc.stderr
-    imported = set(out.read_text().split())
+    imported = _imported(ws_self, END_PROBE, sandbox_backend)
     assert "ai_sandbox.indexcache" in imported  # the probe saw the end (hiddenedits.clear imports it)
     assert imported & HEAVY == set(), sorted(imported & HEAVY)
